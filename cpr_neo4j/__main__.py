@@ -1,0 +1,3 @@
+from cpr_neo4j.cli.main import main
+
+main()

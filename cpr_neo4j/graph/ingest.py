@@ -1,0 +1,121 @@
+"""Write a loaded Dataset into Neo4j: idempotent MERGE batches, each batch one transaction.
+
+Order: entities, relationships (one statement per validated type), Relation nodes,
+questions, TOPIC/ANSWER links, then the Dataset record is marked complete. Every
+write is a MERGE, so a killed run re-run from the start finishes the job and a
+second run creates nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from cpr_neo4j.errors import BadInput
+from cpr_neo4j.graph.cypher import rel_type, statement, with_rel_type
+from cpr_neo4j.graph.schema import bootstrap
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.loaders.base import Dataset
+
+Progress = Callable[[str, int], None]  # (stage, rows just written)
+
+
+@dataclass
+class IngestReport:
+    created_nodes: int = 0
+    created_relationships: int = 0
+    stages: dict[str, int] = field(default_factory=dict)  # rows sent per stage
+
+    def add(self, stage: str, rows: int, counters) -> None:
+        self.stages[stage] = self.stages.get(stage, 0) + rows
+        self.created_nodes += counters.nodes_created
+        self.created_relationships += counters.relationships_created
+
+
+def validate_relations(dataset: Dataset) -> list[str]:
+    """Every relation name, validated up front so a bad one aborts before any write."""
+    names = dataset.triples.get_column("relation").unique().sort().to_list()
+    for name in names:
+        rel_type(name)
+    return names
+
+
+def _rows(df: pl.DataFrame) -> Iterator[dict]:
+    return df.iter_rows(named=True)
+
+
+def stage_sizes(dataset: Dataset) -> dict[str, int]:
+    q = dataset.questions
+    return {
+        "entities": dataset.entities.height,
+        "triples": dataset.triples.height,
+        "questions": q.height,
+        "links": int(q.get_column("topics").list.len().sum() or 0)
+        + int(q.get_column("answers").list.len().sum() or 0),
+    }
+
+
+def ingest(store: GraphStore, dataset: Dataset, batch_size: int = 10_000,
+           progress: Progress | None = None, graph_written: bool = False) -> IngestReport:
+    """MERGE everything; graph_written skips entities and triples (bulk import wrote them)."""
+    relations = validate_relations(dataset)
+    if dataset.triples.is_empty():
+        raise BadInput(f"dataset {dataset.name!r} has no triples: nothing to ingest")
+    bootstrap(store)
+    name = dataset.name
+    report = IngestReport()
+    tick = progress or (lambda stage, n: None)
+    store.write("dataset_begin", dataset=name)
+
+    def run(stage: str, text: str, rows: Iterator[dict]) -> None:
+        for n, counters in store.write_batches(text, rows, batch_size, {"dataset": name}):
+            report.add(stage, n, counters)
+            tick(stage, n)
+
+    if not graph_written:
+        run("entities", statement("merge_entities"), _rows(dataset.entities))
+        for (rel,), group in dataset.triples.group_by("relation", maintain_order=True):
+            rows = _rows(group.select(pl.col("head").alias("h"), pl.col("tail").alias("t")))
+            run("triples", with_rel_type("merge_triples", rel), rows)
+    text_of = dataset.relation_text
+    rel_rows = [{"name": r, "direction": d, "text": text_of.get(r, r)}
+                for r in relations for d in ("forward", "reverse")]
+    run("relations", statement("merge_relations"), iter(rel_rows))
+    q = dataset.questions
+    run("questions", statement("merge_questions"), _rows(q))
+    for stage, column in (("links", "topics"), ("links", "answers")):
+        pairs = q.select(pl.col("id").alias("q"), pl.col(column).alias("e")).explode("e").drop_nulls()
+        run(stage, statement(f"link_{column}"), _rows(pairs))
+    store.write("dataset_finish", dataset=name, props={
+        "triples_source": dataset.triples.height,
+        "entities_source": dataset.entities.height,
+        "questions_source": q.height,
+    })
+    return report
+
+
+def unanswerable(dataset: Dataset) -> int:
+    """Questions none of whose gold answers is an entity of the graph."""
+    answered = (
+        dataset.questions.select("id", "answers").explode("answers")
+        .join(dataset.entities.select(pl.col("id").alias("answers")), on="answers", how="semi")
+        .get_column("id").n_unique()
+    )
+    return dataset.questions.height - answered
+
+
+def counts(store: GraphStore, dataset: str) -> dict:
+    """Entities, triples, relations and questions per split, as stored in Neo4j."""
+    rec = store.read("dataset_counts", dataset=dataset)[0]
+    splits: dict[str, int] = {}
+    for s in rec["splits"]:
+        splits[s] = splits.get(s, 0) + 1
+    return {"entities": rec["entities"], "triples": rec["triples"],
+            "relations": rec["relations"], "questions": dict(sorted(splits.items()))}
+
+
+def drop(store: GraphStore, dataset: str) -> None:
+    """Delete every node of one dataset, in batches of their own transactions."""
+    store.autocommit("delete_dataset", dataset=dataset)

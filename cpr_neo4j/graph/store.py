@@ -1,0 +1,85 @@
+"""GraphStore: owns the driver, names the database on every call, routes reads as reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from neo4j import Driver, GraphDatabase, Query, RoutingControl
+from neo4j.exceptions import AuthError, ConfigurationError, Neo4jError, ServiceUnavailable
+
+from cpr_neo4j.config import Neo4jSettings
+from cpr_neo4j.errors import ConnectionFailed
+from cpr_neo4j.graph.cypher import statement
+
+
+class GraphStore:
+    def __init__(self, settings: Neo4jSettings | None = None, connect_timeout: float = 10.0):
+        self.settings = settings or Neo4jSettings.load()
+        self.database = self.settings.database
+        self.connect_timeout = connect_timeout
+        self.reconnect()
+
+    def reconnect(self) -> None:
+        """(Re)open the driver and check the server answers; e.g. after a server restart."""
+        try:
+            self.driver: Driver = GraphDatabase.driver(
+                self.settings.uri,
+                auth=(self.settings.username, self.settings.password),
+                connection_timeout=self.connect_timeout,
+            )
+            self.driver.verify_connectivity()
+        except AuthError as exc:
+            raise ConnectionFailed(
+                f"Neo4j at {self.settings.uri} refused the credentials from {self.settings.source}: "
+                "set NEO4J_USERNAME/NEO4J_PASSWORD (or unset them to use the local server's)"
+            ) from exc
+        except (ServiceUnavailable, ConfigurationError, ValueError, OSError, Neo4jError) as exc:
+            raise ConnectionFailed(
+                f"cannot reach Neo4j at {self.settings.uri}: start the local server with "
+                "`cpr neo4j start`, or set NEO4J_URI to a running server"
+            ) from exc
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.driver.close()
+
+    def query(self, text: str, params: dict[str, Any] | None = None, *, write: bool = False):
+        """Run one statement in its own transaction; returns (records, summary)."""
+        records, summary, _ = self.driver.execute_query(
+            Query(text),
+            params or {},
+            database_=self.database,
+            routing_=RoutingControl.WRITE if write else RoutingControl.READ,
+        )
+        return records, summary
+
+    def autocommit(self, name: str, **params: Any):
+        """Run a named statement in an implicit transaction (needed by CALL {} IN TRANSACTIONS)."""
+        with self.driver.session(database=self.database) as session:
+            return session.run(Query(statement(name)), params).consume().counters
+
+    def read(self, name: str, **params: Any) -> list:
+        """Records of the named read statement (routed to a reader in a cluster)."""
+        return self.query(statement(name), params)[0]
+
+    def write(self, name: str, **params: Any):
+        """Run a named write statement; returns its summary counters."""
+        return self.query(statement(name), params, write=True)[1].counters
+
+    def write_batches(self, text: str, rows: Iterable[dict], batch_size: int,
+                      extra: dict[str, Any] | None = None) -> Iterator[tuple[int, Any]]:
+        """UNWIND $rows in batches, each its own transaction; yields (rows done, counters)."""
+        batch: list[dict] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= batch_size:
+                yield len(batch), self.query(text, {"rows": batch, **(extra or {})}, write=True)[1].counters
+                batch = []
+        if batch:
+            yield len(batch), self.query(text, {"rows": batch, **(extra or {})}, write=True)[1].counters

@@ -1,0 +1,261 @@
+"""Install, start, stop and inspect the local Neo4j server under CPR_HOME/neo4j.
+
+Layout: lib/ (jars from Maven), conf/neo4j.conf, data/, logs/, run/neo4j.pid,
+and credentials.json (0600) holding the generated password. The server listens on
+127.0.0.1 only and keeps authentication on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpr_neo4j.config import cpr_home, credentials_file
+from cpr_neo4j.errors import CprError
+
+NEO4J_VERSION = "5.26.30"  # pinned in pom.xml too
+POM = Path(__file__).with_name("pom.xml")
+MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"
+ADMIN_CLASS = "org.neo4j.cli.AdminTool"
+JVM_FLAGS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+]
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    uri: str
+    browser: str
+    version: str
+    pid: int
+    log: Path
+
+
+def home() -> Path:
+    return cpr_home() / "neo4j"
+
+
+def _pid_file() -> Path:
+    return home() / "run" / "neo4j.pid"
+
+
+def _log_file() -> Path:
+    return home() / "logs" / "neo4j.log"
+
+
+def _console_log() -> Path:
+    return home() / "logs" / "console.log"
+
+
+def is_installed() -> bool:
+    return (home() / "lib" / f"neo4j-{NEO4J_VERSION}.jar").exists() and credentials_file().exists()
+
+
+def _require(tool: str, hint: str) -> str:
+    path = shutil.which(tool)
+    if not path:
+        raise CprError(f"`{tool}` not found: {hint}")
+    return path
+
+
+def _write_conf(bolt_port: int, http_port: int) -> None:
+    conf = home() / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "neo4j.conf").write_text(
+        "# Written by `cpr neo4j install`: loopback only, authentication on.\n"
+        "server.default_listen_address=127.0.0.1\n"
+        f"server.bolt.listen_address=127.0.0.1:{bolt_port}\n"
+        f"server.http.listen_address=127.0.0.1:{http_port}\n"
+        "server.https.enabled=false\n"
+        "dbms.security.auth_enabled=true\n"
+        f"server.memory.pagecache.size={os.environ.get('CPR_NEO4J_PAGECACHE', '1g')}\n"
+        "db.tx_log.rotation.retention_policy=2 files\n"
+    )
+
+
+def _admin(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NEO4J_HOME=str(home()), NEO4J_CONF=str(home() / "conf"))
+    java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
+    return subprocess.run(
+        [java, *JVM_FLAGS, "-cp", str(home() / "lib" / "*"), ADMIN_CLASS, *args],
+        env=env, capture_output=True, text=True,
+    )
+
+
+def install(bolt_port: int = 7687, http_port: int = 7474, echo=print) -> None:
+    """Fetch the jars with Maven (skipped when present), write config and a random password."""
+    lib = home() / "lib"
+    if not (lib / f"neo4j-{NEO4J_VERSION}.jar").exists():
+        mvn = _require("mvn", "install Maven (apt-get install maven) to fetch the Neo4j jars")
+        echo(f"Fetching Neo4j {NEO4J_VERSION} + Browser jars from Maven Central into {lib} ...")
+        done = subprocess.run(
+            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+             f"-DoutputDirectory={lib}"],
+            capture_output=True, text=True,
+        )
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+            raise CprError("Maven could not fetch the Neo4j jars: " + " | ".join(tail))
+    for sub in ("data", "logs", "run"):
+        (home() / sub).mkdir(parents=True, exist_ok=True)
+    _write_conf(bolt_port, http_port)
+    creds = credentials_file()
+    if creds.exists():
+        settings = json.loads(creds.read_text())
+        settings["uri"] = f"bolt://127.0.0.1:{bolt_port}"
+        settings["http"] = f"http://127.0.0.1:{http_port}"
+    else:
+        password = secrets.token_urlsafe(18)
+        result = _admin("dbms", "set-initial-password", password)
+        if result.returncode != 0:
+            raise CprError(f"setting the initial Neo4j password failed: {result.stderr.strip()[-300:]}")
+        settings = {
+            "uri": f"bolt://127.0.0.1:{bolt_port}",
+            "http": f"http://127.0.0.1:{http_port}",
+            "username": "neo4j",
+            "password": password,
+        }
+    creds.touch(mode=0o600, exist_ok=True)
+    os.chmod(creds, 0o600)
+    creds.write_text(json.dumps(settings, indent=2))
+
+
+def _read_pid() -> int | None:
+    try:
+        pid = int(_pid_file().read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        _pid_file().unlink(missing_ok=True)  # stale: the process is gone
+        return None
+    except PermissionError:
+        pass
+    return pid
+
+
+def _settings() -> dict:
+    return json.loads(credentials_file().read_text())
+
+
+def _bolt_version(uri: str, password: str, timeout: float = 3.0) -> str | None:
+    """The server version if Bolt answers a query, else None."""
+    from neo4j import GraphDatabase
+    from neo4j.exceptions import Neo4jError, ServiceUnavailable
+
+    try:
+        # A plain session (not execute_query) so a refused connection fails at once, unretried.
+        with GraphDatabase.driver(uri, auth=("neo4j", password), connection_timeout=timeout) as drv, \
+                drv.session(database="system") as session:
+            record = session.run("CALL dbms.components() YIELD versions, edition "
+                                 "RETURN versions[0] + ' ' + edition AS v").single()
+            return record["v"] if record else None
+    except (ServiceUnavailable, Neo4jError, OSError):
+        return None
+
+
+def status() -> ServerInfo | None:
+    if not is_installed():
+        return None
+    pid = _read_pid()
+    if pid is None:
+        return None
+    s = _settings()
+    version = _bolt_version(s["uri"], s["password"])
+    if version is None:
+        return None
+    return ServerInfo(s["uri"], s["http"] + "/browser/", version, pid, _log_file())
+
+
+def start(timeout: float = 120.0, echo=print) -> ServerInfo:
+    """Start the server (idempotent) and wait until Bolt answers a query."""
+    if not is_installed():
+        install(echo=echo)
+    running = status()
+    if running:
+        return running
+    if _read_pid() is not None:
+        raise CprError(f"Neo4j process {_read_pid()} runs but Bolt does not answer; "
+                       f"see `cpr neo4j logs`, or `cpr neo4j stop` and start again")
+    java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
+    heap = os.environ.get("CPR_NEO4J_HEAP", "2g")
+    cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", *JVM_FLAGS, "-cp", str(home() / "lib" / "*"),
+           MAIN_CLASS, f"--home-dir={home()}", f"--config-dir={home() / 'conf'}"]
+    with open(_console_log(), "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=home())
+    _pid_file().write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _pid_file().unlink(missing_ok=True)
+            raise CprError(f"Neo4j exited at start (code {proc.returncode}); see {_console_log()}")
+        info = status()
+        if info:
+            return info
+        time.sleep(0.5)
+    raise CprError(f"Neo4j did not answer on Bolt within {timeout:.0f} s; see {_log_file()}")
+
+
+def stop(timeout: float = 60.0) -> bool:
+    """Stop the server; True if one was running."""
+    pid = _read_pid()
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        _reap(pid)
+        time.sleep(0.3)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _pid_file().unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    # When this process started the server, collect it so it does not linger as a zombie.
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 (loopback URL we wrote)
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def log_tail(lines: int = 40) -> str:
+    texts = []
+    for path in (_log_file(), _console_log()):
+        if path.exists():
+            texts.append(f"== {path} ==\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+    return "\n".join(texts) or f"no logs under {home() / 'logs'}"
+
+
+def admin(*args: str) -> subprocess.CompletedProcess:
+    """Run neo4j-admin (AdminTool) from the installed jars; used by bulk import."""
+    if not is_installed():
+        raise CprError("the local Neo4j server is not installed: run `cpr neo4j install`")
+    return _admin(*args)

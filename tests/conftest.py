@@ -1,0 +1,62 @@
+"""Session fixtures: a real Neo4j server for integration tests.
+
+Order of preference: NEO4J_URI if set; else testcontainers when a Docker engine
+answers; else the local server under CPR_HOME (installed and started if needed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cpr_neo4j.config import Neo4jSettings
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def _docker_answers() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="session")
+def neo4j_settings():
+    if os.environ.get("NEO4J_URI"):
+        yield Neo4jSettings.load()
+        return
+    if _docker_answers():
+        from testcontainers.neo4j import Neo4jContainer
+
+        with Neo4jContainer("neo4j:5.26-community") as box:
+            yield Neo4jSettings(box.get_connection_url(), "neo4j", box.password, "neo4j",
+                                "testcontainers")
+        return
+    from cpr_neo4j.neo4j_server import server
+
+    server.start()
+    yield Neo4jSettings.load()
+
+
+@pytest.fixture(scope="session")
+def store(neo4j_settings):
+    from cpr_neo4j.graph.schema import bootstrap
+    from cpr_neo4j.graph.store import GraphStore
+
+    with GraphStore(neo4j_settings) as s:
+        bootstrap(s)
+        yield s
+
+
+def drop_dataset(store, name: str) -> None:
+    from cpr_neo4j.graph.ingest import drop
+
+    drop(store, name)

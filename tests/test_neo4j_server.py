@@ -1,0 +1,70 @@
+"""`cpr neo4j install/start/status/stop` on a second, private local server (real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cpr_neo4j.neo4j_server import server
+
+pytestmark = [
+    pytest.mark.neo4j,
+    pytest.mark.skipif(not (shutil.which("java") and shutil.which("mvn")), reason="needs Java+Maven"),
+]
+
+
+def cpr(home, *args, timeout=300):
+    env = dict(os.environ, CPR_HOME=str(home))
+    for var in ("NEO4J_URI", "NEO4J_PASSWORD", "NEO4J_USERNAME"):
+        env.pop(var, None)
+    return subprocess.run([sys.executable, "-m", "cpr_neo4j", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def test_lifecycle(tmp_path, neo4j_settings):
+    home = tmp_path / "cpr"
+    main_lib = server.home() / "lib"
+    if main_lib.is_dir():  # reuse the jars already fetched for the main server
+        (home / "neo4j").mkdir(parents=True)
+        (home / "neo4j" / "lib").symlink_to(main_lib)
+    done = cpr(home, "neo4j", "install", "--bolt-port", "17687", "--http-port", "17474")
+    assert done.returncode == 0, done.stderr
+    creds = home / "neo4j" / "credentials.json"
+    assert stat.S_IMODE(creds.stat().st_mode) == 0o600
+    settings = json.loads(creds.read_text())
+    assert settings["uri"] == "bolt://127.0.0.1:17687" and len(settings["password"]) >= 16
+    conf = (home / "neo4j" / "conf" / "neo4j.conf").read_text()
+    assert "server.default_listen_address=127.0.0.1" in conf
+    assert "dbms.security.auth_enabled=true" in conf
+
+    down = cpr(home, "neo4j", "status")
+    assert down.returncode == 1 and len(down.stdout.strip().splitlines()) == 1
+
+    began = time.monotonic()
+    up = cpr(home, "neo4j", "start")
+    assert up.returncode == 0, up.stderr
+    assert time.monotonic() - began < 120
+    assert "5.26" in up.stdout and "bolt://127.0.0.1:17687" in up.stdout
+    assert "http://127.0.0.1:17474/browser/" in up.stdout
+    try:
+        again = cpr(home, "neo4j", "start")  # idempotent: reports the running server
+        assert again.returncode == 0 and up.stdout.split("pid:")[1].split()[0] in again.stdout
+        assert cpr(home, "neo4j", "status").returncode == 0
+    finally:
+        stopped = cpr(home, "neo4j", "stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    after = cpr(home, "neo4j", "status")
+    assert after.returncode == 1 and "not running" in after.stdout
+
+    # A stale PID file (process gone) is cleaned up, not trusted.
+    (home / "neo4j" / "run" / "neo4j.pid").write_text("999999")
+    stale = cpr(home, "neo4j", "status")
+    assert stale.returncode == 1 and not (home / "neo4j" / "run" / "neo4j.pid").exists()
+    assert "Traceback" not in stale.stderr
