@@ -27,7 +27,10 @@ def mask_question(text: str, mentions: list[str] | tuple[str, ...] = ()) -> str:
 
 
 def readable_relation(name: str) -> str:
-    """Freebase `people.person.place_of_birth` -> `person place of birth`; `directed_by` -> `directed by`."""
+    """Readable text: `people.person.place_of_birth` -> `person place of birth`.
+
+    `directed_by` -> `directed by`.
+    """
     parts = name.split(".")
     tail = parts[-2:] if len(parts) >= 2 else parts
     return " ".join(" ".join(tail).replace("_", " ").split())

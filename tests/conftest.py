@@ -37,8 +37,9 @@ def neo4j_settings():
         from testcontainers.neo4j import Neo4jContainer
 
         with Neo4jContainer("neo4j:5.26-community") as box:
-            yield Neo4jSettings(box.get_connection_url(), "neo4j", box.password, "neo4j",
-                                "testcontainers")
+            yield Neo4jSettings(
+                box.get_connection_url(), "neo4j", box.password, "neo4j", "testcontainers"
+            )
         return
     from cpr_neo4j.neo4j_server import server
 

@@ -16,7 +16,9 @@ from cpr_neo4j.neo4j_server import server
 
 pytestmark = [
     pytest.mark.neo4j,
-    pytest.mark.skipif(not (shutil.which("java") and shutil.which("mvn")), reason="needs Java+Maven"),
+    pytest.mark.skipif(
+        not (shutil.which("java") and shutil.which("mvn")), reason="needs Java+Maven"
+    ),
 ]
 
 
@@ -24,8 +26,13 @@ def cpr(home, *args, timeout=300):
     env = dict(os.environ, CPR_HOME=str(home))
     for var in ("NEO4J_URI", "NEO4J_PASSWORD", "NEO4J_USERNAME"):
         env.pop(var, None)
-    return subprocess.run([sys.executable, "-m", "cpr_neo4j", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "cpr_neo4j", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def test_lifecycle(tmp_path, neo4j_settings):

@@ -22,8 +22,13 @@ def open_store() -> GraphStore:
 def progress_bar(transient: bool = False):
     """A rich progress bar on stderr (quiet when stderr is not a terminal)."""
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=transient, disable=not err_console.is_terminal,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=transient,
+        disable=not err_console.is_terminal,
     ) as bar:
         yield bar
 

@@ -20,12 +20,17 @@ class FriendlyGroup(click.Group):
             click.secho(f"error: {exc}", fg="red", err=True)
             sys.exit(exc.exit_code)
         except (ServiceUnavailable, SessionExpired) as exc:
-            click.secho(f"error: lost the connection to Neo4j ({exc.__class__.__name__}); "
-                        "check `cpr neo4j status` and retry (writes are idempotent)", fg="red", err=True)
+            click.secho(
+                f"error: lost the connection to Neo4j ({exc.__class__.__name__}); "
+                "check `cpr neo4j status` and retry (writes are idempotent)",
+                fg="red",
+                err=True,
+            )
             sys.exit(2)
         except Neo4jError as exc:
-            click.secho(f"error: Neo4j refused a statement: {exc.code}: {exc.message}",
-                        fg="red", err=True)
+            click.secho(
+                f"error: Neo4j refused a statement: {exc.code}: {exc.message}", fg="red", err=True
+            )
             sys.exit(2)
         except KeyboardInterrupt:
             click.secho("interrupted; re-run the same command to resume", fg="yellow", err=True)

@@ -23,29 +23,37 @@ from cpr_neo4j.neo4j_server import server
 def _check_target(store: GraphStore) -> None:
     local = local_server_settings()
     if not local or store.settings.uri != local["uri"]:
-        raise CprError("--bulk imports into the local server only (`cpr neo4j start`); "
-                       "drop --bulk to ingest into a remote server")
+        raise CprError(
+            "--bulk imports into the local server only (`cpr neo4j start`); "
+            "drop --bulk to ingest into a remote server"
+        )
     if store.read("count_nodes")[0]["nodes"] > 0:
-        raise CprError("--bulk needs an empty database (it replaces it); drop --bulk to add "
-                       "this dataset with MERGE batches instead")
+        raise CprError(
+            "--bulk needs an empty database (it replaces it); drop --bulk to add "
+            "this dataset with MERGE batches instead"
+        )
 
 
 def write_csv(dataset: Dataset, folder) -> tuple:
     folder.mkdir(parents=True, exist_ok=True)
     nodes, rels = folder / "entities.csv", folder / "triples.csv"
     dataset.entities.select(
-        pl.col("id").alias(":ID"), pl.col("id"), pl.lit(dataset.name).alias("dataset"),
+        pl.col("id").alias(":ID"),
+        pl.col("id"),
+        pl.lit(dataset.name).alias("dataset"),
         pl.col("name"),
     ).write_csv(nodes)
     dataset.triples.select(
-        pl.col("head").alias(":START_ID"), pl.col("tail").alias(":END_ID"),
+        pl.col("head").alias(":START_ID"),
+        pl.col("tail").alias(":END_ID"),
         pl.col("relation").alias(":TYPE"),
     ).write_csv(rels)
     return nodes, rels
 
 
-def bulk_import(store: GraphStore, dataset: Dataset, echo: Callable[[str], None] = print
-                ) -> writer.IngestReport:
+def bulk_import(
+    store: GraphStore, dataset: Dataset, echo: Callable[[str], None] = print
+) -> writer.IngestReport:
     writer.validate_relations(dataset)
     _check_target(store)
     folder = cpr_home() / "import" / dataset.name
@@ -53,14 +61,24 @@ def bulk_import(store: GraphStore, dataset: Dataset, echo: Callable[[str], None]
     store.close()
     echo("stopping the local server for neo4j-admin import ...")
     server.stop()
-    result = server.admin("database", "import", "full", f"--nodes=Entity={nodes}",
-                          f"--relationships={rels}", "--multiline-fields=true",
-                          "--overwrite-destination=true", "neo4j")
+    result = server.admin(
+        "database",
+        "import",
+        "full",
+        f"--nodes=Entity={nodes}",
+        f"--relationships={rels}",
+        "--multiline-fields=true",
+        "--overwrite-destination=true",
+        "neo4j",
+    )
     echo("starting the local server again ...")
     server.start()
     if result.returncode != 0:
-        raise CprError("neo4j-admin import failed: " + result.stdout.strip()[-400:]
-                       + result.stderr.strip()[-400:])
+        raise CprError(
+            "neo4j-admin import failed: "
+            + result.stdout.strip()[-400:]
+            + result.stderr.strip()[-400:]
+        )
     shutil.rmtree(folder, ignore_errors=True)
     store.reconnect()
     report = writer.ingest(store, dataset, graph_written=True)

@@ -29,8 +29,10 @@ def statement(name: str) -> str:
 def rel_type(name: str) -> str:
     """Validate a relationship type taken from data and return it backtick-quoted."""
     if not isinstance(name, str) or not _REL_TYPE.fullmatch(name) or name.strip() != name:
-        raise BadInput(f"relation name {name!r} is not allowed as a Neo4j relationship type "
-                       "(letters, digits, _ . - : / and inner spaces only)")
+        raise BadInput(
+            f"relation name {name!r} is not allowed as a Neo4j relationship type "
+            "(letters, digits, _ . - : / and inner spaces only)"
+        )
     return f"`{name}`"
 
 

@@ -51,14 +51,20 @@ def stage_sizes(dataset: Dataset) -> dict[str, int]:
     return {
         "entities": dataset.entities.height,
         "triples": dataset.triples.height,
+        "relations": 2 * dataset.triples.get_column("relation").n_unique(),
         "questions": q.height,
         "links": int(q.get_column("topics").list.len().sum() or 0)
         + int(q.get_column("answers").list.len().sum() or 0),
     }
 
 
-def ingest(store: GraphStore, dataset: Dataset, batch_size: int = 10_000,
-           progress: Progress | None = None, graph_written: bool = False) -> IngestReport:
+def ingest(
+    store: GraphStore,
+    dataset: Dataset,
+    batch_size: int = 10_000,
+    progress: Progress | None = None,
+    graph_written: bool = False,
+) -> IngestReport:
     """MERGE everything; graph_written skips entities and triples (bulk import wrote them)."""
     relations = validate_relations(dataset)
     if dataset.triples.is_empty():
@@ -80,28 +86,39 @@ def ingest(store: GraphStore, dataset: Dataset, batch_size: int = 10_000,
             rows = _rows(group.select(pl.col("head").alias("h"), pl.col("tail").alias("t")))
             run("triples", with_rel_type("merge_triples", rel), rows)
     text_of = dataset.relation_text
-    rel_rows = [{"name": r, "direction": d, "text": text_of.get(r, r)}
-                for r in relations for d in ("forward", "reverse")]
+    rel_rows = [
+        {"name": r, "direction": d, "text": text_of.get(r, r)}
+        for r in relations
+        for d in ("forward", "reverse")
+    ]
     run("relations", statement("merge_relations"), iter(rel_rows))
     q = dataset.questions
     run("questions", statement("merge_questions"), _rows(q))
     for stage, column in (("links", "topics"), ("links", "answers")):
-        pairs = q.select(pl.col("id").alias("q"), pl.col(column).alias("e")).explode("e").drop_nulls()
+        pairs = (
+            q.select(pl.col("id").alias("q"), pl.col(column).alias("e")).explode("e").drop_nulls()
+        )
         run(stage, statement(f"link_{column}"), _rows(pairs))
-    store.write("dataset_finish", dataset=name, props={
-        "triples_source": dataset.triples.height,
-        "entities_source": dataset.entities.height,
-        "questions_source": q.height,
-    })
+    store.write(
+        "dataset_finish",
+        dataset=name,
+        props={
+            "triples_source": dataset.triples.height,
+            "entities_source": dataset.entities.height,
+            "questions_source": q.height,
+        },
+    )
     return report
 
 
 def unanswerable(dataset: Dataset) -> int:
     """Questions none of whose gold answers is an entity of the graph."""
     answered = (
-        dataset.questions.select("id", "answers").explode("answers")
+        dataset.questions.select("id", "answers")
+        .explode("answers")
         .join(dataset.entities.select(pl.col("id").alias("answers")), on="answers", how="semi")
-        .get_column("id").n_unique()
+        .get_column("id")
+        .n_unique()
     )
     return dataset.questions.height - answered
 
@@ -112,8 +129,12 @@ def counts(store: GraphStore, dataset: str) -> dict:
     splits: dict[str, int] = {}
     for s in rec["splits"]:
         splits[s] = splits.get(s, 0) + 1
-    return {"entities": rec["entities"], "triples": rec["triples"],
-            "relations": rec["relations"], "questions": dict(sorted(splits.items()))}
+    return {
+        "entities": rec["entities"],
+        "triples": rec["triples"],
+        "relations": rec["relations"],
+        "questions": dict(sorted(splits.items())),
+    }
 
 
 def drop(store: GraphStore, dataset: str) -> None:

@@ -23,14 +23,21 @@ class Neo4jNeighbours:
         if not ids:
             return {}
         self.round_trips += 1
-        records = self.store.read("neighbours", ids=list(dict.fromkeys(ids)),
-                                  dataset=self.dataset, cap=self.fanout_cap)
+        records = self.store.read(
+            "neighbours", ids=list(dict.fromkeys(ids)), dataset=self.dataset, cap=self.fanout_cap
+        )
         # Sorted so search is deterministic whatever order the store returns.
         return {r["id"]: sorted((Step(t, f), n) for t, f, n in r["edges"]) for r in records}
 
 
-def gold_paths(store: GraphStore, dataset: str, topics: Sequence[str], answers: Sequence[str],
-               max_hops: int, max_paths: int = 8) -> list[tuple[str, list[Edge]]]:
+def gold_paths(
+    store: GraphStore,
+    dataset: str,
+    topics: Sequence[str],
+    answers: Sequence[str],
+    max_hops: int,
+    max_paths: int = 8,
+) -> list[tuple[str, list[Edge]]]:
     """Shortest topic -> gold answer paths of at most max_hops, as (start, [(step, entity)])."""
     pairs = [{"topic": t, "answer": a} for t in topics for a in answers if a != t]
     if not pairs:

@@ -31,7 +31,8 @@ class GraphStore:
             self.driver.verify_connectivity()
         except AuthError as exc:
             raise ConnectionFailed(
-                f"Neo4j at {self.settings.uri} refused the credentials from {self.settings.source}: "
+                f"Neo4j at {self.settings.uri} refused the credentials from "
+                f"{self.settings.source}: "
                 "set NEO4J_USERNAME/NEO4J_PASSWORD (or unset them to use the local server's)"
             ) from exc
         except (ServiceUnavailable, ConfigurationError, ValueError, OSError, Neo4jError) as exc:
@@ -72,14 +73,21 @@ class GraphStore:
         """Run a named write statement; returns its summary counters."""
         return self.query(statement(name), params, write=True)[1].counters
 
-    def write_batches(self, text: str, rows: Iterable[dict], batch_size: int,
-                      extra: dict[str, Any] | None = None) -> Iterator[tuple[int, Any]]:
+    def write_batches(
+        self, text: str, rows: Iterable[dict], batch_size: int, extra: dict[str, Any] | None = None
+    ) -> Iterator[tuple[int, Any]]:
         """UNWIND $rows in batches, each its own transaction; yields (rows done, counters)."""
         batch: list[dict] = []
         for row in rows:
             batch.append(row)
             if len(batch) >= batch_size:
-                yield len(batch), self.query(text, {"rows": batch, **(extra or {})}, write=True)[1].counters
+                yield (
+                    len(batch),
+                    self.query(text, {"rows": batch, **(extra or {})}, write=True)[1].counters,
+                )
                 batch = []
         if batch:
-            yield len(batch), self.query(text, {"rows": batch, **(extra or {})}, write=True)[1].counters
+            yield (
+                len(batch),
+                self.query(text, {"rows": batch, **(extra or {})}, write=True)[1].counters,
+            )

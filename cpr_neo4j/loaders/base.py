@@ -60,8 +60,15 @@ class Dataset:
 # --- helpers shared by the loaders -------------------------------------------------------------
 
 SPLITS = ("train", "dev", "test")
-_SPLIT_WORDS = {"train": "train", "training": "train", "dev": "dev", "val": "dev", "valid": "dev",
-                "validation": "dev", "test": "test"}  # fmt: skip
+_SPLIT_WORDS = {
+    "train": "train",
+    "training": "train",
+    "dev": "dev",
+    "val": "dev",
+    "valid": "dev",
+    "validation": "dev",
+    "test": "test",
+}
 _INTERNAL = {"_file": pl.Utf8, "_line": pl.Int64}  # where each question came from, for Problems
 
 
@@ -71,6 +78,15 @@ def split_from_name(path: Path) -> str | None:
         if word in _SPLIT_WORDS:
             return _SPLIT_WORDS[word]
     return None
+
+
+def check_split(split: str | None) -> str | None:
+    """A caller's split word as train/dev/test ("validation" -> "dev"); None stays None."""
+    if split is None:
+        return None
+    if split.lower() not in _SPLIT_WORDS:
+        raise BadInput(f"unknown split {split!r} (use {', '.join(SPLITS)})")
+    return _SPLIT_WORDS[split.lower()]
 
 
 def require_file(path: Path) -> Path:
@@ -137,10 +153,13 @@ def split_fields(
     )
     ok = (pl.col("_n") == n) & ~pl.col("_empty")
     problems = [
-        Problem(file, line, f"expected {n} fields separated by {sep!r}, found {k}"
-                if k != n else "empty field")
+        Problem(
+            file,
+            line,
+            f"expected {n} fields separated by {sep!r}, found {k}" if k != n else "empty field",
+        )
         for line, k in parts.filter(~ok).select("line", "_n").iter_rows()
-    ]  # fmt: skip
+    ]
     fields = [pl.col("_f").list.get(i).alias(name) for i, name in enumerate(names)]
     return parts.filter(ok).select("line", *fields), problems
 
@@ -162,9 +181,9 @@ def read_jsonl(path: Path) -> tuple[list[tuple[int, dict]], list[Problem]]:
     return rows, problems
 
 
-def questions_frame(rows: dict[str, list] | None = None) -> pl.DataFrame:
+def questions_frame(rows: list[dict] | None = None) -> pl.DataFrame:
     """Questions as loaders build them: QUESTIONS_SCHEMA plus `_file`/`_line`."""
-    return pl.DataFrame(rows or {}, schema={**QUESTIONS_SCHEMA, **_INTERNAL})
+    return pl.DataFrame(rows or [], schema={**QUESTIONS_SCHEMA, **_INTERNAL}, orient="row")
 
 
 def build_dataset(

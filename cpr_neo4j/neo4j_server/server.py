@@ -7,6 +7,7 @@ and credentials.json (0600) holding the generated password. The server listens o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -90,7 +91,9 @@ def _admin(*args: str) -> subprocess.CompletedProcess:
     java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
     return subprocess.run(
         [java, *JVM_FLAGS, "-cp", str(home() / "lib" / "*"), ADMIN_CLASS, *args],
-        env=env, capture_output=True, text=True,
+        env=env,
+        capture_output=True,
+        text=True,
     )
 
 
@@ -101,9 +104,17 @@ def install(bolt_port: int = 7687, http_port: int = 7474, echo=print) -> None:
         mvn = _require("mvn", "install Maven (apt-get install maven) to fetch the Neo4j jars")
         echo(f"Fetching Neo4j {NEO4J_VERSION} + Browser jars from Maven Central into {lib} ...")
         done = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-             f"-DoutputDirectory={lib}"],
-            capture_output=True, text=True,
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(POM),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={lib}",
+            ],
+            capture_output=True,
+            text=True,
         )
         if done.returncode != 0:
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
@@ -120,7 +131,9 @@ def install(bolt_port: int = 7687, http_port: int = 7474, echo=print) -> None:
         password = secrets.token_urlsafe(18)
         result = _admin("dbms", "set-initial-password", password)
         if result.returncode != 0:
-            raise CprError(f"setting the initial Neo4j password failed: {result.stderr.strip()[-300:]}")
+            raise CprError(
+                f"setting the initial Neo4j password failed: {result.stderr.strip()[-300:]}"
+            )
         settings = {
             "uri": f"bolt://127.0.0.1:{bolt_port}",
             "http": f"http://127.0.0.1:{http_port}",
@@ -158,10 +171,14 @@ def _bolt_version(uri: str, password: str, timeout: float = 3.0) -> str | None:
 
     try:
         # A plain session (not execute_query) so a refused connection fails at once, unretried.
-        with GraphDatabase.driver(uri, auth=("neo4j", password), connection_timeout=timeout) as drv, \
-                drv.session(database="system") as session:
-            record = session.run("CALL dbms.components() YIELD versions, edition "
-                                 "RETURN versions[0] + ' ' + edition AS v").single()
+        with (
+            GraphDatabase.driver(uri, auth=("neo4j", password), connection_timeout=timeout) as drv,
+            drv.session(database="system") as session,
+        ):
+            record = session.run(
+                "CALL dbms.components() YIELD versions, edition "
+                "RETURN versions[0] + ' ' + edition AS v"
+            ).single()
             return record["v"] if record else None
     except (ServiceUnavailable, Neo4jError, OSError):
         return None
@@ -188,15 +205,32 @@ def start(timeout: float = 120.0, echo=print) -> ServerInfo:
     if running:
         return running
     if _read_pid() is not None:
-        raise CprError(f"Neo4j process {_read_pid()} runs but Bolt does not answer; "
-                       f"see `cpr neo4j logs`, or `cpr neo4j stop` and start again")
+        raise CprError(
+            f"Neo4j process {_read_pid()} runs but Bolt does not answer; "
+            f"see `cpr neo4j logs`, or `cpr neo4j stop` and start again"
+        )
     java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
     heap = os.environ.get("CPR_NEO4J_HEAP", "2g")
-    cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", *JVM_FLAGS, "-cp", str(home() / "lib" / "*"),
-           MAIN_CLASS, f"--home-dir={home()}", f"--config-dir={home() / 'conf'}"]
+    cmd = [
+        java,
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
+        *JVM_FLAGS,
+        "-cp",
+        str(home() / "lib" / "*"),
+        MAIN_CLASS,
+        f"--home-dir={home()}",
+        f"--config-dir={home() / 'conf'}",
+    ]
     with open(_console_log(), "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=home())
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=home(),
+        )
     _pid_file().write_text(str(proc.pid))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -232,10 +266,8 @@ def stop(timeout: float = 60.0) -> bool:
 
 def _reap(pid: int) -> None:
     # When this process started the server, collect it so it does not linger as a zombie.
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def http_ok(url: str) -> bool:
@@ -250,7 +282,10 @@ def log_tail(lines: int = 40) -> str:
     texts = []
     for path in (_log_file(), _console_log()):
         if path.exists():
-            texts.append(f"== {path} ==\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+            texts.append(
+                f"== {path} ==\n"
+                + "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+            )
     return "\n".join(texts) or f"no logs under {home() / 'logs'}"
 
 

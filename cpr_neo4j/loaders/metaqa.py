@@ -1,0 +1,98 @@
+"""MetaQA (vanilla) over the WikiMovies KB.
+
+KB lines `head|relation|tail`; question lines `text with [topic] \\t answer1|answer2`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+from cpr_neo4j.config import resource_dir
+from cpr_neo4j.errors import BadInput
+from cpr_neo4j.loaders.base import (
+    SPLITS,
+    Dataset,
+    Problem,
+    build_dataset,
+    questions_frame,
+    read_lines,
+    split_fields,
+)
+
+# The original kb.txt wins over the bundled partial reconstruction when both are present.
+_KB_FILES = ("kb.txt", "kb_partial_reconstructed.txt")
+# Bundled / keallm layout first, then the original yuyuz/MetaQA layout (which has train too).
+_QA_FILES = ("{h}-hop/{s}.txt", "{h}-hop/vanilla/qa_{s}.txt")
+_MENTION = r"\[[^\]]+\]"  # as cpr_neo4j.text.bracket_mentions, vectorised
+
+
+def bundled_root() -> Path:
+    return resource_dir("data") / "metaqa"
+
+
+def _find(root: Path, patterns: Iterable[str], what: str) -> Path:
+    """The first existing candidate, plain or gzipped."""
+    for pattern in patterns:
+        for candidate in (root / pattern, root / f"{pattern}.gz"):
+            if candidate.is_file():
+                return candidate
+    raise BadInput(f"MetaQA {what} not found under {root} (looked for {', '.join(patterns)}[.gz])")
+
+
+def _questions(path: Path, hops: int, split: str) -> tuple[pl.DataFrame, list[Problem]]:
+    file = str(path)
+    lines, problems = read_lines(path)
+    rows, bad = split_fields(lines, "\t", ["text", "answers"], file)
+    mentions = pl.col("text").str.extract_all(_MENTION)
+    rows = rows.with_columns(
+        pl.concat_str(pl.lit(f"{hops}hop-{split}-"), pl.col("line").cast(pl.Utf8)).alias("id"),
+        pl.lit(split).alias("split"),
+        pl.lit(hops, pl.Int32).alias("hops"),
+        mentions.list.eval(
+            pl.element().str.slice(1, pl.element().str.len_chars() - 2).str.strip_chars()
+        ).alias("topics"),
+        pl.col("answers").str.split("|").list.eval(pl.element().filter(pl.element() != "")),
+        pl.lit(file).alias("_file"),
+        pl.col("line").alias("_line"),
+    )
+    ok = (pl.col("topics").list.len() > 0) & (pl.col("answers").list.len() > 0)
+    bad += [
+        Problem(file, line, "no [topic] mention in the question" if not t else "no answers")
+        for line, t in rows.filter(~ok).select("line", pl.col("topics").list.len()).iter_rows()
+    ]
+    return rows.filter(ok), problems + bad
+
+
+def load_metaqa(
+    root: Path | None = None,
+    hops: Iterable[int] = (1, 2, 3),
+    splits: Iterable[str] = ("dev", "test"),
+    strict: bool = False,
+) -> Dataset:
+    """MetaQA from `root` (default: the bundled copy). Entity names are their ids."""
+    root = Path(root) if root is not None else bundled_root()
+    if not root.is_dir():
+        raise BadInput(f"MetaQA folder not found: {root}")
+    hops, splits = tuple(hops), tuple(splits)
+    if not set(hops) <= {1, 2, 3} or not set(splits) <= set(SPLITS):
+        raise BadInput(
+            f"MetaQA has hops 1, 2, 3 and splits {', '.join(SPLITS)}; got {hops} {splits}"
+        )
+
+    kb = _find(root, _KB_FILES, "KB")
+    lines, problems = read_lines(kb)
+    triples, bad = split_fields(lines, "|", ["head", "relation", "tail"], str(kb))
+    problems += bad
+
+    frames = [questions_frame()]
+    for h in hops:
+        for s in splits:
+            patterns = [p.format(h=h, s=s) for p in _QA_FILES]
+            rows, bad = _questions(_find(root, patterns, f"{h}-hop {s} questions"), h, s)
+            frames.append(rows.select(frames[0].columns))
+            problems += bad
+    questions = pl.concat(frames, how="vertical_relaxed")
+    return build_dataset("metaqa", str(root), triples, questions, problems, strict)
