@@ -61,3 +61,14 @@ def drop_dataset(store, name: str) -> None:
     from cpr_neo4j.graph.ingest import drop
 
     drop(store, name)
+
+
+@pytest.fixture(scope="session")
+def metaqa(store):
+    """The full bundled MetaQA ingested as dataset 'metaqa' (kept: later stages reuse it)."""
+    from cpr_neo4j.graph.ingest import ingest
+    from cpr_neo4j.loaders.metaqa import load_metaqa
+
+    ds = load_metaqa()
+    report = ingest(store, ds)
+    return ds, report
