@@ -1,0 +1,25 @@
+"""The conformal layer: thresholds, answer sets and coverage evaluation (numbers only)."""
+
+from cpr_neo4j.conformal.evaluate import (
+    EvalResults,
+    QuestionRecord,
+    evaluate,
+    record_from_retrieval,
+)
+from cpr_neo4j.conformal.threshold import (
+    answer_set,
+    conformal_rank,
+    conformal_threshold,
+    nonconformity,
+)
+
+__all__ = [
+    "EvalResults",
+    "QuestionRecord",
+    "answer_set",
+    "conformal_rank",
+    "conformal_threshold",
+    "evaluate",
+    "nonconformity",
+    "record_from_retrieval",
+]

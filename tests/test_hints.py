@@ -1,0 +1,215 @@
+"""Hint parsing, the OpenAI-schema client against a real local HTTP server, and the bonus."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.search import hints as hints_mod
+from cpr_neo4j.search.base import Step
+from cpr_neo4j.search.hints import NoHints, OpenAIHints, hint_bonus, parse_chains
+
+RELS = ["directed_by", "starred_actors", "has_genre", "release_year"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            '{"chains": [["directed_by"], ["starred_actors", "directed_by"]]}',
+            [["directed_by"], ["starred_actors", "directed_by"]],
+        ),
+        # mixed list: a bare string is a one-relation chain; a chain with a number is dropped
+        (
+            '{"chains": ["has_genre", ["starred_actors", 3], ["release_year"]]}',
+            [["has_genre"], ["release_year"]],
+        ),
+        ('{"chains": [["directed_by", "born_in"], ["has_genre"]]}', [["has_genre"]]),  # invented
+        (
+            '{"chains": [["directed_by", "directed_by", "has_genre"], ["has_genre"]]}',
+            [["has_genre"]],
+        ),  # longer than H = 2
+        ('Sure! Here it is:\n{"chains": [["Directed_By"]]}\nHope it helps', [["directed_by"]]),
+        ('```json\n{"chains": [["~starred_actors"]]}\n```', [["starred_actors"]]),
+        ('<think>hmm</think>{"chains": [["has_genre"], ["has_genre"]]}', [["has_genre"]]),
+        ('[["directed_by"]]', [["directed_by"]]),  # bare list
+        ('{"chains": [[], ["has_genre"], {"a": 1}]}', [["has_genre"]]),
+    ],
+)
+def test_parse_good_and_malformed(reply, expected):
+    assert parse_chains(reply, RELS, hops=2) == expected
+
+
+@pytest.mark.parametrize(
+    "reply", ["", "not json at all", '{"answer": "x"}', '{"chains": "directed_by"}', "null", "{"]
+)
+def test_parse_garbage_gives_no_hints_with_warning(reply, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert parse_chains(reply, RELS, hops=2) == []
+    assert caplog.records
+
+
+def test_parse_truncates_to_four_chains():
+    reply = json.dumps({"chains": [[r] for r in RELS] + [["directed_by", "has_genre"]]})
+    assert parse_chains(reply, RELS, hops=2) == [[r] for r in RELS]
+
+
+class _ChatServer:
+    """A real chat-completions endpoint on 127.0.0.1; replies chosen by a word in the question."""
+
+    replies = {
+        "good": '{"chains": [["starred_actors", "directed_by"]]}',
+        "bad": "{chains: oops",
+        "invented": '{"chains": [["place_of_birth"], ["directed_by"]]}',
+    }
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "body": body})
+                question = body["messages"][-1]["content"]
+                if "crash" in question:
+                    self.send_response(500)
+                    self.end_headers()
+                    return
+                if "slow" in question:
+                    time.sleep(1.5)
+                key = next((k for k in outer.replies if k in question), "good")
+                reply = {
+                    "choices": [{"message": {"role": "assistant", "content": outer.replies[key]}}]
+                }
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = _ChatServer()
+    yield s
+    s.close()
+
+
+def test_http_client_good_reply_and_request_schema(server, tmp_path):
+    h = OpenAIHints(server.url, "qwen3-8b", timeout=5, cache_path=tmp_path / "hints.jsonl")
+    assert h.hints("good: who directed films of [tom]", RELS, 2) == [
+        ["starred_actors", "directed_by"]
+    ]
+    req = server.requests[0]
+    assert req["path"] == "/v1/chat/completions"
+    body = req["body"]
+    assert body["model"] == "qwen3-8b" and body["temperature"] == 0
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert "directed_by" in body["messages"][-1]["content"]  # allowed relations listed
+    assert h.mode == "llm:qwen3-8b"
+
+
+def test_http_client_bad_and_invented_replies(server, caplog):
+    h = OpenAIHints(server.url + "/v1/", "m", timeout=5)  # a base URL ending in /v1 works too
+    with caplog.at_level(logging.WARNING):
+        assert h.hints("bad question", RELS, 2) == []
+        assert h.hints("invented question", RELS, 2) == [["directed_by"]]
+        assert h.hints("crash question", RELS, 2) == []  # HTTP 500
+    assert all(r["path"] == "/v1/chat/completions" for r in server.requests)
+    assert len(caplog.records) >= 3
+
+
+def test_cache_replays_replies_and_skips_failures(server, tmp_path):
+    path = tmp_path / "cache" / "hints.jsonl"
+    h = OpenAIHints(server.url, "m", timeout=5, cache_path=path)
+    first = h.hints("good one", RELS, 2)
+    h.hints("crash one", RELS, 2)
+    assert h.hints("good one", RELS, 2) == first
+    assert len(server.requests) == 2
+    again = OpenAIHints("http://127.0.0.1:9", "m", timeout=0.5, cache_path=path)
+    assert again.hints("good one", RELS, 2) == first  # from the file: no server needed
+    # the cached raw reply is re-validated against the relations and H of this call
+    assert again.hints("good one", RELS, 1) == []
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["question"] for r in rows] == ["good one"]  # the failure was not cached
+
+
+def test_timeout_and_unreachable_server_give_no_hints(server, caplog):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # closed again below: nothing listens there
+    with caplog.at_level(logging.WARNING):
+        assert OpenAIHints(f"http://127.0.0.1:{dead}", "m", timeout=1).hints("q", RELS, 2) == []
+        slow = OpenAIHints(server.url, "m", timeout=0.3)
+        t0 = time.perf_counter()
+        assert slow.hints("slow question", RELS, 2) == []
+        assert time.perf_counter() - t0 < 1.4
+    assert any("continuing without hints" in r.getMessage() for r in caplog.records)
+
+
+def test_no_hints_and_vllm_missing(monkeypatch):
+    assert NoHints().hints("q", RELS, 3) == [] and NoHints.mode == "none"
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_vllm(name, *args, **kw):
+        if name == "vllm":
+            raise ImportError("no vllm")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_vllm)
+    with pytest.raises(CprError, match="vLLM"):
+        hints_mod.VllmHints("Qwen/Qwen3-8B")
+
+
+class WordScorer:
+    """Cosine of bag-of-words vectors; counts calls to check the per-relation cache."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def similarity(self, texts_a, texts_b):
+        self.calls += 1
+        vocab = sorted({w for t in texts_a + texts_b for w in t.split()})
+
+        def vec(t):
+            v = np.array([t.split().count(w) for w in vocab], dtype=float)
+            return v / np.linalg.norm(v)
+
+        return np.array([[vec(a) @ vec(b) for b in texts_b] for a in texts_a])
+
+
+def test_hint_bonus_sums_max_similarity_per_step():
+    scorer = WordScorer()
+    text = {"directed_by": "directed by", "starred_actors": "starred actors"}
+    bonus = hint_bonus(scorer, text, [["directed_by"], ["starred_actors", "directed_by"]])
+    d, s, g = Step("directed_by", True), Step("starred_actors", False), Step("has_genre", True)
+    got = bonus([(s, d), (g,), (d, d)])
+    assert got == pytest.approx([2.0, 0.0, 2.0])  # direction is ignored; has genre shares no word
+    calls = scorer.calls
+    bonus([(d,), (s,)])
+    assert scorer.calls == calls  # relations already seen are not embedded again
+    assert hint_bonus(scorer, text, [])([(d,)]).tolist() == [0.0]
