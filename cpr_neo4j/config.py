@@ -53,8 +53,13 @@ class Neo4jSettings:
                 database=env.get("NEO4J_DATABASE", "neo4j"),
                 source=str(credentials_file()),
             )
-        return cls("bolt://127.0.0.1:7687", "neo4j", "", env.get("NEO4J_DATABASE", "neo4j"),
-                   "defaults (no NEO4J_URI and no local server installed)")
+        return cls(
+            "bolt://127.0.0.1:7687",
+            "neo4j",
+            "",
+            env.get("NEO4J_DATABASE", "neo4j"),
+            "defaults (no NEO4J_URI and no local server installed)",
+        )
 
 
 def credentials_file() -> Path:

@@ -26,23 +26,28 @@ def test_unknown_and_malformed_names_are_refused():
         statement("../pyproject")
 
 
-@pytest.mark.parametrize("name", ["directed_by", "people.person.place_of_birth",
-                                  "has imdb rating", "rel-1:x/y", "ünïcode_rel"])
+@pytest.mark.parametrize(
+    "name",
+    ["directed_by", "people.person.place_of_birth", "has imdb rating", "rel-1:x/y", "ünïcode_rel"],
+)
 def test_valid_relation_names_are_backtick_quoted(name):
     assert rel_type(name) == f"`{name}`"
 
 
-@pytest.mark.parametrize("name", [
-    "a`b",
-    "x`]->() DETACH DELETE n //",
-    "`",
-    "rel\\u0060",
-    "a\nb",
-    "",
-    " padded",
-    "x" * 201,
-    "DELETE n; MATCH (m)",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a`b",
+        "x`]->() DETACH DELETE n //",
+        "`",
+        "rel\\u0060",
+        "a\nb",
+        "",
+        " padded",
+        "x" * 201,
+        "DELETE n; MATCH (m)",
+    ],
+)
 def test_injection_attempts_are_rejected(name):
     with pytest.raises(BadInput):
         rel_type(name)

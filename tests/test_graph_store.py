@@ -48,10 +48,20 @@ def test_wrong_password_is_one_clear_error(neo4j_settings):
 
 
 def test_cli_without_server_exits_nonzero_without_traceback(tmp_path):
-    env = {"NEO4J_URI": "bolt://127.0.0.1:1", "NEO4J_PASSWORD": "x", "CPR_HOME": str(tmp_path),
-           "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "cpr_neo4j", "ingest", "metaqa"],
-                          capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        "NEO4J_URI": "bolt://127.0.0.1:1",
+        "NEO4J_PASSWORD": "x",
+        "CPR_HOME": str(tmp_path),
+        "PATH": "/usr/bin:/bin",
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "cpr_neo4j", "ingest", "metaqa"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]

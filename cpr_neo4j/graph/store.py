@@ -27,6 +27,7 @@ class GraphStore:
                 self.settings.uri,
                 auth=(self.settings.username, self.settings.password),
                 connection_timeout=self.connect_timeout,
+                notifications_min_severity="OFF",  # schema hints, not errors: keep output clean
             )
             self.driver.verify_connectivity()
         except AuthError as exc:

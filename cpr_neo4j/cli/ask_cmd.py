@@ -1,0 +1,82 @@
+"""`cpr ask "question"`: an answer set with paths and a coverage guarantee."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+
+import click
+
+from cpr_neo4j.cli.common import console, err_console, open_store, table
+from cpr_neo4j.stages.ask import ask as run_ask
+from cpr_neo4j.stages.retrieval import hint_provider
+
+SHOWN = 25
+
+
+@click.command()
+@click.argument("question")
+@click.option(
+    "--alpha",
+    default=0.1,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Risk level: the set holds a right answer with prob. >= 1-alpha.",
+)
+@click.option("--dataset", help="Dataset to ask (default: the most recently calibrated).")
+@click.option("--entity", help="Topic entity id or name (skips entity linking).")
+@click.option("--model", "model_id", help="Use the calibration of this scoring model.")
+@click.option("--beam", "beam_width", type=int, help="Must equal the calibrated B.")
+@click.option("--active", type=int, help="Must equal the calibrated A.")
+@click.option("--llm-url", help="Hint server; must match the calibration's hint mode.")
+@click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def ask(
+    question: str,
+    alpha: float,
+    dataset: str | None,
+    entity: str | None,
+    model_id: str | None,
+    beam_width: int | None,
+    active: int | None,
+    llm_url: str | None,
+    llm_model: str,
+    as_json: bool,
+) -> None:
+    """Answer QUESTION with a conformal answer set and the paths behind it."""
+    hints = hint_provider(llm_url, llm_model) if llm_url else None
+    with open_store() as store:
+        r = run_ask(store, question, alpha, dataset, entity, model_id, beam_width, active, hints)
+    if as_json:
+        click.echo(json.dumps(asdict(r), default=lambda x: None if x is None else str(x), indent=2))
+        return
+    for note in r.notes:
+        err_console.print(f"[yellow]{note}[/yellow]")
+    topics = ", ".join(t["name"] for t in r.topics)
+    rows = [[a.rank, a.name, f"{a.cost:.3f}", a.path] for a in r.answers[:SHOWN]]
+    console.print(
+        table(f"{r.question}  (topic: {topics})", ["#", "answer", "score", "best path"], rows)
+    )
+    if len(r.answers) > SHOWN:
+        console.print(f"... and {len(r.answers) - SHOWN} more answers in the set")
+    if r.best_outside:
+        b = r.best_outside
+        console.print(
+            f"the set is empty at alpha={r.alpha:g}; best candidate: {b.name} "
+            f"(score {b.cost:.3f}, {b.path})"
+        )
+    tau = "+inf" if math.isinf(r.tau) else f"{r.tau:.4f}"
+    console.print(
+        f"{len(r.answers)} answer(s), tau = {tau} (alpha = {r.alpha:g}, "
+        f"n = {r.n} calibration questions, model {r.model_id})"
+    )
+    console.print(
+        f"Guarantee: for questions like the calibration ones, a set made this way "
+        f"contains a correct answer with probability at least {1 - r.alpha:.0%}."
+    )
+    console.print(f"Recorded as (:Ask {{id: '{r.ask_id}'}}).")
+    if r.browser_url:
+        console.print(f"Browse the paths: {r.browser_url}", soft_wrap=True)
+    else:
+        console.print(f"Browse the paths in Neo4j Browser with:\n{r.cypher}")

@@ -1,0 +1,79 @@
+"""`cpr calibrate DATASET`: query-level conformal thresholds written to Neo4j."""
+
+from __future__ import annotations
+
+import click
+
+from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
+from cpr_neo4j.stages.calibrate import DEFAULT_ALPHAS
+from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
+from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
+
+
+def parse_alphas(text: str) -> tuple[float, ...]:
+    try:
+        alphas = tuple(float(a) for a in text.split(",") if a.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"not a comma-separated list of numbers: {text}") from exc
+    if not alphas or not all(0 < a < 1 for a in alphas):
+        raise click.BadParameter("every alpha must lie strictly between 0 and 1")
+    return alphas
+
+
+@click.command()
+@click.argument("dataset")
+@click.option(
+    "--alpha",
+    "alphas",
+    default=",".join(map(str, DEFAULT_ALPHAS)),
+    show_default=True,
+    help="Risk levels to precompute (any other is served from the stored scores).",
+)
+@click.option("--model", "model_id", help="Scoring model id (default: the newest for DATASET).")
+@click.option("--beam", "beam_width", default=32, show_default=True, help="TreeG branch-out B.")
+@click.option("--active", default=32, show_default=True, help="TreeG active set A.")
+@click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
+@click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
+@click.option("--hint-beta", default=DEFAULT_HINT_BETA, show_default=True)
+def calibrate(
+    dataset: str,
+    alphas: str,
+    model_id: str | None,
+    beam_width: int,
+    active: int,
+    llm_url: str | None,
+    llm_model: str,
+    hint_beta: float,
+) -> None:
+    """Calibrate tau on DATASET's held-out calibration questions."""
+    levels = parse_alphas(alphas)
+    hints = hint_provider(llm_url, llm_model)
+    with open_store() as store, progress_bar() as bar:
+        task = bar.add_task("calibration questions", total=None)
+        result = run_calibrate(
+            store,
+            dataset,
+            model_id,
+            levels,
+            beam_width,
+            active,
+            hints,
+            hint_beta if llm_url else 0.0,
+            tick=lambda: bar.advance(task),
+            on_questions=lambda n: bar.update(task, total=n),
+        )
+    for w in dict.fromkeys(result.warnings):
+        err_console.print(f"[yellow]warning: {w}[/yellow]")
+    rows = [[f"{a:g}", f"{1 - a:.0%}", f"{t:.4f}"] for a, t in result.taus.items()]
+    console.print(
+        table(
+            f"{dataset}: n = {result.n} calibration questions, model {result.model_id}",
+            ["alpha", "coverage", "tau"],
+            rows,
+        )
+    )
+    console.print(f"retrieval recall on calibration questions: {result.recall:.1%}")
+    console.print(
+        f"calibration {result.id} written to Neo4j; next: "
+        f'cpr ask "..." --dataset {dataset} --alpha 0.1'
+    )

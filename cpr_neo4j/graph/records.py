@@ -1,0 +1,139 @@
+"""Reads and writes of the pipeline's records: questions, relation priors and embeddings,
+scoring models, calibrations and Ask records. Plain dicts and numbers in and out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph.store import GraphStore
+
+
+@dataclass(frozen=True)
+class QuestionRow:
+    id: str
+    text: str
+    split: str
+    hops: int | None
+    topics: list[str]
+    answers: list[str]
+
+
+def questions(
+    store: GraphStore, dataset: str, split: str | None = None, hops: int | None = None
+) -> list[QuestionRow]:
+    rows = store.read("questions", dataset=dataset, split=split, hops=hops)
+    return [
+        QuestionRow(
+            r["id"],
+            r["text"],
+            r["split"],
+            r["hops"],
+            list(r["topics"] or []),
+            list(r["answers"] or []),
+        )
+        for r in rows
+    ]
+
+
+def splits(store: GraphStore, dataset: str) -> dict[str, dict]:
+    """split -> {n, max_hops}; a one-line error when the dataset has no questions."""
+    rows = {
+        r["split"]: {"n": r["n"], "max_hops": r["max_hops"]}
+        for r in store.read("question_splits", dataset=dataset)
+    }
+    if not rows:
+        raise CprError(f"dataset {dataset!r} has no questions in Neo4j: run `cpr ingest {dataset}`")
+    return rows
+
+
+def relations(store: GraphStore, dataset: str) -> list[dict]:
+    return [dict(r) for r in store.read("relations", dataset=dataset)]
+
+
+def relation_text(store: GraphStore, dataset: str) -> dict[str, str]:
+    return {r["name"]: r["text"] for r in relations(store, dataset) if r["direction"] == "forward"}
+
+
+def save_priors(store: GraphStore, dataset: str, counts: Mapping[str, Mapping[str, float]]) -> None:
+    """counts: step key ('rel' forward, '~rel' reverse) -> {alpha, beta}."""
+    rows = [
+        {
+            "name": k.lstrip("~"),
+            "direction": "reverse" if k.startswith("~") else "forward",
+            "alpha": float(v["alpha"]),
+            "beta": float(v["beta"]),
+        }
+        for k, v in counts.items()
+    ]
+    store.write("save_priors", dataset=dataset, rows=rows)
+
+
+def save_relation_embeddings(store: GraphStore, dataset: str, model: str, rows: list[dict]) -> None:
+    store.write("save_relation_embeddings", dataset=dataset, model=model, rows=rows)
+
+
+def _props(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Neo4j properties are scalars or lists of scalars: nested values go in as JSON text."""
+    out = {}
+    for k, v in values.items():
+        if isinstance(v, Mapping) or (isinstance(v, list) and v and isinstance(v[0], (dict, list))):
+            out[k] = json.dumps(v, sort_keys=True, default=str)
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def save_model(store: GraphStore, model_id: str, props: Mapping[str, Any]) -> None:
+    store.write("merge_model", id=model_id, props=_props(props))
+
+
+def latest_model(
+    store: GraphStore, dataset: str, negatives: str | None = None, hops: int | None = None
+) -> dict | None:
+    rows = store.read("latest_model", dataset=dataset, negatives=negatives, hops=hops)
+    return dict(rows[0]["m"]) if rows else None
+
+
+def save_calibration(
+    store: GraphStore, calibration_id: str, model_id: str, props: Mapping[str, Any]
+) -> None:
+    store.write("merge_calibration", id=calibration_id, model=model_id, props=_props(props))
+
+
+def latest_calibration(store: GraphStore, dataset: str, model_id: str | None = None) -> dict | None:
+    rows = store.read("latest_calibration", dataset=dataset, model=model_id)
+    if not rows:
+        return None
+    return {**dict(rows[0]["c"]), "model": rows[0]["model"]}
+
+
+def calibrated_datasets(store: GraphStore) -> list[str]:
+    return [r["dataset"] for r in store.read("calibrated_datasets")]
+
+
+def save_ask(
+    store: GraphStore,
+    ask_id: str,
+    dataset: str,
+    props: Mapping[str, Any],
+    topics: list[str],
+    answers: list[dict],
+    via: list[dict],
+) -> None:
+    store.write(
+        "create_ask",
+        id=ask_id,
+        dataset=dataset,
+        props=_props(props),
+        topics=topics,
+        answers=answers,
+        via=via,
+    )
+
+
+def entity_names(store: GraphStore, dataset: str, ids: list[str]) -> dict[str, str]:
+    return {r["id"]: r["name"] for r in store.read("entities_by_id", dataset=dataset, ids=ids)}

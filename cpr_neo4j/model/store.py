@@ -1,0 +1,125 @@
+"""Trained scorers on disk: cpr_home()/models/<model_id>/{weights.pt, config.json}.
+
+The folder is named by the model id (a hash of weights, encoder, rho and relation
+texts), and loading recomputes that id: a file edited or mixed up on disk is refused
+rather than silently scoring differently from what was calibrated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cpr_neo4j.config import cpr_home
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.model.encoder import TEXT_FORMAT, TextEncoder
+from cpr_neo4j.model.rcvnet import RCVConfig, RCVNet
+from cpr_neo4j.model.scorer import PathScorer
+from cpr_neo4j.model.train import TrainReport
+from cpr_neo4j.search.puct import RelationPriors
+
+WEIGHTS = "weights.pt"
+CONFIG = "config.json"
+
+
+def models_dir() -> Path:
+    return cpr_home() / "models"
+
+
+def model_dir(model_id: str) -> Path:
+    if not model_id or "/" in model_id or model_id.startswith("."):
+        raise CprError(f"not a model id: {model_id!r}")
+    return models_dir() / model_id
+
+
+def save_scorer(
+    scorer: PathScorer,
+    meta: Mapping[str, Any] | None = None,
+    *,
+    dataset: str | None = None,
+    hops: int | list[int] | None = None,
+    negatives: str | None = None,
+    report: TrainReport | None = None,
+    seeds: Mapping[str, int] | None = None,
+    priors: RelationPriors | None = None,
+    **extra: Any,
+) -> Path:
+    """Write the scorer and its provenance (what it was trained on and how, the priors'
+    alpha/beta behind its rho snapshot, training figures); returns the folder.
+
+    Provenance comes as a `meta` dict, as keywords, or both (keywords win)."""
+    named = {
+        "dataset": dataset,
+        "hops": hops,
+        "negatives": negatives,
+        "training": report.to_dict() if report is not None else None,
+        "seeds": dict(seeds) if seeds is not None else None,
+        "priors": priors.to_dict() if priors is not None else None,
+        **extra,
+    }
+    meta = {**(meta or {}), **{k: v for k, v in named.items() if v is not None}}
+    model_id = scorer.model_id
+    folder = model_dir(model_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_id": model_id,
+        **scorer.identity(),
+        "rho": dict(sorted(scorer.rho.items())),
+        "meta": meta,
+    }
+    if scorer.net is not None:
+        state = {k: v.detach().cpu() for k, v in scorer.net.state_dict().items()}
+        torch.save(state, folder / WEIGHTS)
+    (folder / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
+    return folder
+
+
+def read_config(model_id: str) -> dict[str, Any]:
+    path = model_dir(model_id) / CONFIG
+    if not path.exists():
+        known = list_models()
+        hint = f" (saved: {', '.join(known)})" if known else " (none saved yet: run `cpr train`)"
+        raise CprError(f"no scoring model {model_id!r} under {models_dir()}{hint}")
+    return json.loads(path.read_text())
+
+
+def load_scorer(
+    model_id: str, encoder: TextEncoder | None = None, device: str | None = None
+) -> PathScorer:
+    config = read_config(model_id)
+    encoder = encoder or TextEncoder(device=device)
+    if encoder.model_name != config["encoder"]:
+        raise CprError(
+            f"model {model_id} was trained with encoder {config['encoder']}, "
+            f"but this installation has {encoder.model_name}: retrain with `cpr train`"
+        )
+    if config.get("text_format") != TEXT_FORMAT:
+        raise CprError(
+            f"model {model_id} uses step-text format {config.get('text_format')}, "
+            f"this version writes {TEXT_FORMAT}: retrain with `cpr train`"
+        )
+    net = None
+    if config.get("net") is not None:
+        weights = model_dir(model_id) / WEIGHTS
+        if not weights.exists():
+            raise CprError(f"model {model_id} has no {WEIGHTS} in {weights.parent}: retrain it")
+        net = RCVNet(RCVConfig(**config["net"]))
+        net.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    scorer = PathScorer(encoder, config["relation_text"], config["rho"], net, device)
+    if scorer.model_id != model_id:
+        raise CprError(
+            f"model files under {model_dir(model_id)} do not hash to {model_id}: "
+            "they were changed or copied from another model; retrain with `cpr train`"
+        )
+    return scorer
+
+
+def list_models() -> list[str]:
+    root = models_dir()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / CONFIG).exists())

@@ -1,0 +1,193 @@
+"""`cpr ask`: link entities, run TreeG with the calibrated scorer, cut at tau, record an :Ask."""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from cpr_neo4j.config import local_server_settings
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph import records
+from cpr_neo4j.graph.cypher import statement
+from cpr_neo4j.graph.linking import link
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.model.encoder import path_text
+from cpr_neo4j.model.store import load_scorer
+from cpr_neo4j.search.hints import HintProvider
+from cpr_neo4j.stages.calibrate import tau_for
+from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
+from cpr_neo4j.text import mask_question
+
+MAX_PATHS_RECORDED = 50  # answers whose best path is linked on the :Ask node (Browser view)
+
+
+@dataclass
+class Answer:
+    id: str
+    name: str
+    rank: int
+    cost: float
+    path: str  # readable relation path
+    entities: list[str]  # entity ids along the best path, topic first
+
+
+@dataclass
+class AskResult:
+    question: str
+    dataset: str
+    topics: list[dict]
+    alpha: float
+    tau: float
+    n: int
+    answers: list[Answer]
+    best_outside: Answer | None  # the top-ranked answer when the set is empty
+    ask_id: str
+    model_id: str
+    calibration_id: str
+    browser_url: str | None
+    cypher: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _pick_dataset(store: GraphStore, dataset: str | None) -> str:
+    if dataset:
+        return dataset
+    calibrated = records.calibrated_datasets(store)
+    if not calibrated:
+        raise CprError("no calibration yet: run `cpr train DATASET` then `cpr calibrate DATASET`")
+    return calibrated[0]
+
+
+def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
+    """Refuse a calibration made with other retrieval or hint settings: no guarantee then."""
+    pinned = {
+        k: cal.get(k)
+        for k in ("hops", "beam_width", "active", "fanout_cap", "hint_mode", "hint_beta")
+    }
+    asked = {k: getattr(wanted, k) for k in pinned}
+    diff = [
+        f"{k} {asked[k]} (calibrated with {pinned[k]})"
+        for k in pinned
+        if pinned[k] is not None and asked[k] != pinned[k]
+    ]
+    if diff:
+        raise CprError(
+            "the calibration does not match this request: "
+            + "; ".join(diff)
+            + ": ask with the calibrated settings or run `cpr calibrate` with these"
+        )
+
+
+def ask(
+    store: GraphStore,
+    text: str,
+    alpha: float,
+    dataset: str | None = None,
+    entity: str | None = None,
+    model_id: str | None = None,
+    beam_width: int | None = None,
+    active: int | None = None,
+    hints: HintProvider | None = None,
+    hint_beta: float | None = None,
+) -> AskResult:
+    if not text or not text.strip():
+        raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+    dataset = _pick_dataset(store, dataset)
+    cal = records.latest_calibration(store, dataset, model_id)
+    if cal is None:
+        raise CprError(
+            f"dataset {dataset!r} has no calibration"
+            + (f" for model {model_id}" if model_id else "")
+            + f": run `cpr calibrate {dataset}`"
+        )
+    mode = hints.mode if hints is not None and hints.mode != "none" else "none"
+    wanted = RetrievalSettings(
+        hops=cal["hops"],
+        beam_width=beam_width or cal["beam_width"],
+        active=active or cal["active"],
+        fanout_cap=cal["fanout_cap"],
+        hint_mode=mode,
+        hint_beta=(hint_beta if hint_beta is not None else cal["hint_beta"])
+        if mode != "none"
+        else 0.0,
+    )
+    check_settings(cal, wanted)
+    topics, notes = link(store, dataset, text, entity)
+    scorer = load_scorer(cal["model"])
+    retriever = Retriever(store, dataset, scorer, wanted, hints)
+    topic_ids = [t["id"] for t in topics]
+    masked = mask_question(text, [t["name"] for t in topics])
+    retrieval = retriever.run(masked, topic_ids, text)
+    tau = tau_for(cal, alpha)
+    ranked = retrieval.ranked_answers()
+    inside = [(e, c) for e, c in ranked if c <= tau]
+    names = records.entity_names(
+        store, dataset, [e for e, _ in inside[:1000]] or [e for e, _ in ranked[:1]]
+    )
+
+    def answer(rank: int, entity_id: str, cost: float) -> Answer:
+        rel, chain, _ = retrieval.witness(entity_id)
+        return Answer(
+            entity_id,
+            names.get(entity_id, entity_id),
+            rank,
+            cost,
+            path_text(rel, scorer.relation_text),
+            chain,
+        )
+
+    answers = [answer(i + 1, e, c) for i, (e, c) in enumerate(inside)]
+    best_outside = answer(1, *ranked[0]) if not answers and ranked else None
+    if math.isinf(tau):
+        notes.append(
+            f"tau is +inf: {cal['n']} calibration questions are too few for "
+            f"alpha={alpha}; every candidate is in the set"
+        )
+    ask_id = uuid.uuid4().hex[:12]
+    records.save_ask(
+        store,
+        ask_id,
+        dataset,
+        {
+            "question": text,
+            "dataset": dataset,
+            "alpha": alpha,
+            "tau": tau,
+            "n": cal["n"],
+            "model_id": cal["model"],
+            "calibration_id": cal["id"],
+            "answer_count": len(answers),
+            "created": datetime.now(timezone.utc).isoformat(),
+        },
+        topic_ids,
+        [{"id": a.id, "rank": a.rank, "cost": a.cost, "path": a.path} for a in answers],
+        [
+            {"answer": a.id, "pos": i, "entity": e}
+            for a in answers[:MAX_PATHS_RECORDED]
+            for i, e in enumerate(a.entities)
+        ],
+    )
+    cypher = statement("ask_paths").split("\n", 1)[1].replace("$id", f"'{ask_id}'").strip()
+    local = local_server_settings()
+    url = None
+    if local and store.settings.uri == local["uri"]:
+        url = f"{local['http']}/browser/?cmd=edit&arg={urllib.parse.quote(cypher)}"
+    return AskResult(
+        text,
+        dataset,
+        topics,
+        alpha,
+        tau,
+        cal["n"],
+        answers,
+        best_outside,
+        ask_id,
+        cal["model"],
+        cal["id"],
+        url,
+        cypher,
+        notes,
+    )

@@ -1,0 +1,132 @@
+"""`cpr calibrate`: TreeG + scorer over the held-out calibration questions -> :Calibration.
+
+S(q) = min V' over candidate paths ending at a gold answer (+inf if none). The node keeps
+the sorted scores, so `cpr ask` can serve any alpha later without recalibrating.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+
+from cpr_neo4j.conformal.threshold import conformal_threshold, nonconformity
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph import records
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.model.store import load_scorer, read_config
+from cpr_neo4j.search.hints import HintProvider
+from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
+
+DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+@dataclass
+class CalibrationResult:
+    id: str
+    model_id: str
+    n: int
+    taus: dict[float, float]
+    recall: float  # share of calibration questions with a gold answer among candidates
+    warnings: list[str]
+
+
+def resolve_model(
+    store: GraphStore, dataset: str, model_id: str | None, hops: int | None = None
+) -> str:
+    if model_id:
+        return model_id
+    latest = records.latest_model(store, dataset, hops=hops)
+    if not latest:
+        raise CprError(f"no trained scoring model for {dataset!r}: run `cpr train {dataset}`")
+    return latest["id"]
+
+
+def calibrate(
+    store: GraphStore,
+    dataset: str,
+    model_id: str | None = None,
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS,
+    beam_width: int = 32,
+    active: int = 32,
+    hints: HintProvider | None = None,
+    hint_beta: float = 0.0,
+    tick: Callable[[], None] = lambda: None,
+    on_questions: Callable[[int], None] = lambda n: None,
+) -> CalibrationResult:
+    model_id = resolve_model(store, dataset, model_id)
+    config = read_config(model_id)
+    meta = config["meta"]
+    if meta.get("dataset") != dataset:
+        raise CprError(f"model {model_id} was trained on {meta.get('dataset')!r}, not {dataset!r}")
+    scorer = load_scorer(model_id)
+    mode = hints.mode if hints and hint_beta else "none"
+    settings = RetrievalSettings(
+        hops=meta["hops"],
+        beam_width=beam_width,
+        active=active,
+        hint_mode=mode,
+        hint_beta=hint_beta if mode != "none" else 0.0,
+    )
+    ids = set(meta["calibration_ids"])
+    cal = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"), ids)
+    if not cal:
+        raise CprError(f"model {model_id} lists no calibration questions present in {dataset!r}")
+    on_questions(len(cal))
+    retriever = Retriever(store, dataset, scorer, settings, hints)
+    scorer.questions([q.masked for q in cal])  # one embedding batch for all question texts
+    scores = []
+    for q in cal:
+        r = retriever.run(q.masked, q.topics, q.text)
+        scores.append(nonconformity(r.answer_costs(), q.answers))
+        tick()
+    scores_arr = np.sort(np.asarray(scores, dtype=float))
+    caught: list[str] = []
+    taus = {}
+    for alpha in alphas:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            taus[alpha] = conformal_threshold(scores_arr, alpha)
+        caught += [str(x.message) for x in w]
+    cid = calibration_id(model_id, dataset, settings, sorted(ids))
+    recall = float(np.isfinite(scores_arr).mean())
+    records.save_calibration(
+        store,
+        cid,
+        model_id,
+        {
+            "dataset": dataset,
+            "split": meta["split"],
+            "model_id": model_id,
+            "n": len(cal),
+            "scores": scores_arr.tolist(),
+            "alphas": list(alphas),
+            "taus": [taus[a] for a in alphas],
+            "recall": recall,
+            "settings": settings.key(),
+            "hint_mode": settings.hint_mode,
+            "hint_beta": settings.hint_beta,
+            "beam_width": beam_width,
+            "active": active,
+            "hops": settings.hops,
+            "fanout_cap": settings.fanout_cap,
+            "seed": meta["settings"]["seed"],
+            "created": datetime.now(timezone.utc).isoformat(),
+        },
+    )
+    return CalibrationResult(cid, model_id, len(cal), taus, recall, caught)
+
+
+def tau_for(calibration: dict, alpha: float) -> float:
+    """tau from the stored scores (any alpha, no recalibration); +inf when k > n."""
+    scores = np.asarray(calibration["scores"], dtype=float)
+    if not 0 < alpha < 1:
+        raise CprError(f"alpha must be between 0 and 1, got {alpha}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return conformal_threshold(scores, alpha) if len(scores) else math.inf

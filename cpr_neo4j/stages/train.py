@@ -1,0 +1,197 @@
+"""`cpr train`: PUCT rollouts over Neo4j -> path pairs -> RCVNet -> saved model + :ScoringModel.
+
+Choices (recorded in the model's config):
+- training questions = the training split ('train', else 'dev') of the requested hop count,
+  minus a seeded calibration share (10%) that `cpr calibrate` uses and training never sees;
+- a further 10% of the training questions is held out to report pairwise accuracy;
+- at most `max_questions` training questions are rolled out: MetaQA's questions collapse to
+  a few hundred templates, so more mostly repeats the same pairs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph import records
+from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours, gold_paths
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.model.encoder import TextEncoder, step_text
+from cpr_neo4j.model.scorer import PathScorer
+from cpr_neo4j.model.store import save_scorer
+from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
+from cpr_neo4j.search.base import Step
+from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector, RelationPriors
+from cpr_neo4j.stages import questions as qsel
+
+
+@dataclass
+class TrainSettings:
+    dataset: str
+    hops: int | None = None  # None: every question, depth = the split's largest hop count
+    negatives: str = "puct"  # or "random" (Abl.2)
+    cal_share: float = 0.1
+    heldout_share: float = 0.1
+    max_questions: int = 2000
+    rollouts: int = 32
+    c_puct: float = 2.0
+    max_pairs: int = 16
+    epochs: int = 6
+    lr: float = 5e-3
+    batch_size: int = 256
+    seed: int = 0
+    device: str | None = None
+    fanout_cap: int = DEFAULT_FANOUT_CAP
+
+
+@dataclass
+class TrainResult:
+    model_id: str
+    folder: str
+    figures: dict
+
+
+def _gold(store: GraphStore, dataset: str, q: qsel.Question, depth: int) -> list[EntityPath]:
+    paths = gold_paths(store, dataset, q.topics, q.answers, depth)
+    return [
+        EntityPath(start, tuple(s for s, _ in edges), tuple(e for _, e in edges))
+        for start, edges in paths
+    ]
+
+
+def collect(
+    store: GraphStore,
+    s: TrainSettings,
+    scorer: PathScorer,
+    priors: RelationPriors,
+    qs: list[qsel.Question],
+    depth: int,
+    tick: Callable[[], None],
+) -> tuple[list, dict]:
+    source = Neo4jNeighbours(store, s.dataset, s.fanout_cap)
+    collector = PuctCollector(
+        source,
+        scorer,
+        priors,
+        c_puct=s.c_puct,
+        rollouts=s.rollouts,
+        seed=s.seed,
+        max_pairs=s.max_pairs,
+        negatives=s.negatives,
+    )
+    pairs: list[PathPair] = []
+    stats = {"rollouts": 0, "round_trips": 0, "gold_queries": 0, "rollout_successes": 0}
+    for q in qs:
+        gold = _gold(store, s.dataset, q, depth)
+        stats["gold_queries"] += 1
+        pairs += collector.collect(q.topics, q.answers, q.masked, depth, gold, q.id)
+        stats["rollouts"] += s.rollouts
+        stats["round_trips"] += collector.last_stats["round_trips"]
+        stats["rollout_successes"] += collector.last_stats["rollout_successes"]
+        tick()
+    return pairs, stats
+
+
+def train(
+    store: GraphStore,
+    s: TrainSettings,
+    tick: Callable[[], None] = lambda: None,
+    on_questions: Callable[[int], None] = lambda n: None,
+) -> TrainResult:
+    began = time.perf_counter()
+    split = qsel.training_split(store, s.dataset)
+    depth = s.hops or qsel.default_hops(store, s.dataset, split)
+    pool = qsel.load(store, s.dataset, split, s.hops)
+    if not pool:
+        raise CprError(
+            f"no {split} questions with topic and answer in {s.dataset!r}"
+            + (f" with {s.hops} hops" if s.hops else "")
+        )
+    rest, cal = qsel.split_off(pool, s.cal_share, s.seed)
+    rest = rest[: s.max_questions]
+    fit, held = qsel.split_off(rest, s.heldout_share, s.seed + 1)
+    on_questions(len(rest))
+
+    relation_text = records.relation_text(store, s.dataset)
+    encoder = TextEncoder(device=s.device)
+    vsem = PathScorer(encoder, relation_text, device=s.device)
+    priors = RelationPriors()
+    t0 = time.perf_counter()
+    fit_pairs, fit_stats = collect(store, s, vsem, priors, fit, depth, tick)
+    held_pairs, _ = collect(store, s, vsem, priors, held, depth, tick)
+    collect_seconds = time.perf_counter() - t0
+    records.save_priors(store, s.dataset, priors.to_dict())
+
+    scorer = PathScorer(encoder, relation_text, priors.rho_map(), device=s.device)
+    report = train_rcvnet(
+        scorer,
+        fit_pairs,
+        epochs=s.epochs,
+        lr=s.lr,
+        batch_size=s.batch_size,
+        seed=s.seed,
+        progress=False,
+    )
+    figures = {
+        "questions_train": len(fit),
+        "questions_heldout": len(held),
+        "questions_cal": len(cal),
+        "pairs_train": len(fit_pairs),
+        "pairs_heldout": len(held_pairs),
+        "rollouts": fit_stats["rollouts"],
+        "rollout_successes": fit_stats["rollout_successes"],
+        "collect_seconds": round(collect_seconds, 1),
+        "questions_per_second": round((len(fit) + len(held)) / max(collect_seconds, 1e-9), 2),
+        "round_trips_per_question": round(fit_stats["round_trips"] / max(len(fit), 1), 2),
+        "train_seconds": report.seconds,
+        "epoch_losses": report.epoch_losses,
+        "heldout_accuracy_vsem": pairwise_accuracy(scorer, held_pairs, use_net=False),
+        "heldout_accuracy_rcvnet": pairwise_accuracy(scorer, held_pairs, use_net=True),
+        "device": report.device,
+        "seconds": round(time.perf_counter() - began, 1),
+    }
+    meta = {
+        "dataset": s.dataset,
+        "split": split,
+        "hops": depth,
+        "hops_filter": s.hops,
+        "settings": asdict(s),
+        "figures": figures,
+        "priors": priors.to_dict(),
+        "calibration_ids": sorted(q.id for q in cal),
+    }
+    folder = save_scorer(scorer, meta)
+    model_id = scorer.model_id
+    records.save_model(
+        store,
+        model_id,
+        {
+            "dataset": s.dataset,
+            "split": split,
+            "hops": depth,
+            "negatives": s.negatives,
+            "created": datetime.now(timezone.utc).isoformat(),
+            "path": str(folder),
+            "encoder": encoder.model_name,
+            **{k: v for k, v in figures.items() if not isinstance(v, list)},
+        },
+    )
+    steps = [Step(r, fwd) for r in sorted(relation_text) for fwd in (True, False)]
+    vectors = encoder.encode([step_text(st, relation_text) for st in steps])
+    records.save_relation_embeddings(
+        store,
+        s.dataset,
+        encoder.model_name,
+        [
+            {
+                "name": st.relation,
+                "direction": "forward" if st.forward else "reverse",
+                "embedding": v.tolist(),
+            }
+            for st, v in zip(steps, vectors, strict=True)
+        ],
+    )
+    return TrainResult(model_id, str(folder), figures)
