@@ -68,6 +68,7 @@ def bulk_import(
         f"--nodes=Entity={nodes}",
         f"--relationships={rels}",
         "--multiline-fields=true",
+        f"--report-file={folder / 'import.report'}",
         "--overwrite-destination=true",
         "neo4j",
     )
