@@ -83,15 +83,7 @@ def bulk_run(ds) -> tuple[float, float]:
             server.stop()
             nodes, rels = bulk.write_csv(graph_only(ds, "bench_bulk"), Path(tmp) / "csv")
             began = time.perf_counter()
-            server.admin(
-                "database",
-                "import",
-                "full",
-                f"--nodes=Entity={nodes}",
-                f"--relationships={rels}",
-                "--overwrite-destination=true",
-                "neo4j",
-            )
+            bulk.admin_import(nodes, rels, Path(tmp))
             alone = time.perf_counter() - began
         finally:
             server.stop()

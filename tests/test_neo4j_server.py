@@ -64,6 +64,19 @@ def test_lifecycle(tmp_path, neo4j_settings):
         again = cpr(home, "neo4j", "start")  # idempotent: reports the running server
         assert again.returncode == 0 and up.stdout.split("pid:")[1].split()[0] in again.stdout
         assert cpr(home, "neo4j", "status").returncode == 0
+        # --bulk: neo4j-admin import into this private server's empty database.
+        triples = tmp_path / "triples.tsv"
+        triples.write_text(
+            "Alien\tdirected_by\tRidley Scott\nAlien\tstarred_actors\tSigourney "
+            "Weaver\nAliens\tstarred_actors\tSigourney Weaver\n"
+        )
+        bulk = cpr(home, "ingest", "tiny", "--triples", str(triples), "--bulk")
+        assert bulk.returncode == 0, bulk.stderr
+        # 4 entities + 4 Relation nodes (2 relations x 2 directions); 3 relationships
+        assert "created 8 nodes and 3 relationships" in " ".join(bulk.stdout.split())
+        refused = cpr(home, "ingest", "tiny2", "--triples", str(triples), "--bulk")
+        assert refused.returncode != 0 and "empty database" in refused.stderr
+        assert "Traceback" not in refused.stderr
     finally:
         stopped = cpr(home, "neo4j", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout

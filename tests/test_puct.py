@@ -173,7 +173,7 @@ def _assert_valid(pairs, answers, topics):
         pos, neg = pair.pos, pair.neg
         assert pos.end in answers
         assert neg.end not in answers
-        assert len(pos) == len(neg) and pos.start in topics and neg.start in topics
+        assert 1 <= len(neg) <= 3 and pos.start in topics and neg.start in topics
         assert neg.relpath != pos.relpath and neg.relpath not in pos_relpaths
         for path in (pos, neg):
             assert len(set(path.nodes)) == len(path.nodes)  # simple
@@ -185,12 +185,29 @@ def test_puct_pairs_are_hard_negatives():
     pairs = col.collect(**QUESTION, question_id="q1")
     assert pairs and all(p.question_id == "q1" for p in pairs)
     _assert_valid(pairs, QUESTION["answers"], QUESTION["topics"])
-    for pair in pairs:  # same prefix, different last step
+    hard = [p for p in pairs if len(p.neg) == len(p.pos)]
+    for pair in hard:  # same prefix, different last step
         assert pair.neg.steps[:-1] == pair.pos.steps[:-1]
         assert pair.neg.entities[:-1] == pair.pos.entities[:-1]
-    negs = {p.neg.relpath[-1].key() for p in pairs}
+    negs = {p.neg.relpath[-1].key() for p in hard}
     assert {"has_genre", "written_by", "release_year"} <= negs
     assert col.last_stats["gold"] == 2 and col.last_stats["round_trips"] <= 3
+
+
+def test_length_negatives_rank_a_positive_above_its_own_prefix():
+    pairs = collector().collect(**QUESTION)
+    shorter = [p for p in pairs if len(p.neg) < len(p.pos)]
+    assert shorter, "a 2-hop positive must be paired with its 1-hop prefix"
+    for pair in shorter:
+        assert pair.pos.steps[: len(pair.neg)] == pair.neg.steps
+        assert pair.neg.end not in QUESTION["answers"]
+
+
+def test_extension_negatives_when_the_answer_is_nearer_than_h():
+    question = {**QUESTION, "hops": 3}
+    pairs = collector().collect(**question)
+    longer = [p for p in pairs if len(p.neg) == len(p.pos) + 1]
+    assert longer and all(p.neg.steps[:-1] == p.pos.steps for p in longer)
 
 
 def test_random_negatives():
@@ -203,7 +220,8 @@ def test_random_negatives():
 
 def test_pairs_are_capped():
     pairs = collector(max_pairs=2).collect(**QUESTION)
-    assert len(pairs) == 2
+    hard = [p for p in pairs if len(p.neg) == len(p.pos)]
+    assert len(hard) == 2 and len(pairs) - len(hard) == 1  # length pairs: half the cap
 
 
 @pytest.mark.parametrize("negatives", ["puct", "random"])

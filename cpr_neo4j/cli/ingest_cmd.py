@@ -10,6 +10,7 @@ import click
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph import ingest as writer
+from cpr_neo4j.graph.bulk import bulk_import
 from cpr_neo4j.loaders.registry import load_dataset
 from cpr_neo4j.loaders.triples import load_triples
 
@@ -67,7 +68,7 @@ def ingest(
     with open_store() as store:
         t0 = time.monotonic()
         if bulk:
-            report = bulk.bulk_import(store, dataset, echo=err_console.print)
+            report = bulk_import(store, dataset, echo=err_console.print)
         else:
             sizes = writer.stage_sizes(dataset)
             with progress_bar() as bar:

@@ -8,7 +8,9 @@ ordinary MERGE path, which is quick for them and keeps one code path for the res
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import polars as pl
 
@@ -51,17 +53,9 @@ def write_csv(dataset: Dataset, folder) -> tuple:
     return nodes, rels
 
 
-def bulk_import(
-    store: GraphStore, dataset: Dataset, echo: Callable[[str], None] = print
-) -> writer.IngestReport:
-    writer.validate_relations(dataset)
-    _check_target(store)
-    folder = cpr_home() / "import" / dataset.name
-    nodes, rels = write_csv(dataset, folder)
-    store.close()
-    echo("stopping the local server for neo4j-admin import ...")
-    server.stop()
-    result = server.admin(
+def admin_import(nodes: Path, rels: Path, folder: Path) -> subprocess.CompletedProcess:
+    """neo4j-admin database import full into the (stopped) local server's database."""
+    return server.admin(
         "database",
         "import",
         "full",
@@ -72,6 +66,19 @@ def bulk_import(
         "--overwrite-destination=true",
         "neo4j",
     )
+
+
+def bulk_import(
+    store: GraphStore, dataset: Dataset, echo: Callable[[str], None] = print
+) -> writer.IngestReport:
+    writer.validate_relations(dataset)
+    _check_target(store)
+    folder = cpr_home() / "import" / dataset.name
+    nodes, rels = write_csv(dataset, folder)
+    store.close()
+    echo("stopping the local server for neo4j-admin import ...")
+    server.stop()
+    result = admin_import(nodes, rels, folder)
     echo("starting the local server again ...")
     server.start()
     if result.returncode != 0:
