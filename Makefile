@@ -5,8 +5,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CPR := $(VENV)/bin/cpr
 PYTEST_ARGS ?=
+QUESTION ?= which person directed the movies starred by [John Krasinski]
 
-.PHONY: setup neo4j demo test lint bench clean
+.PHONY: prereqs setup neo4j demo test lint bench clean
+
+# Java 17+ and Maven run the local Neo4j; install them from Debian's packages if missing.
+prereqs:
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven (apt-get) ..."; \
+	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,15 +21,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-setup: $(VENV)/.installed
+setup: prereqs $(VENV)/.installed
 
 neo4j: setup
 	$(CPR) neo4j start
 
-# The main job end to end on the bundled MetaQA data.
+# The main job end to end on the bundled MetaQA data (2-hop questions).
 demo: neo4j
 	$(CPR) ingest metaqa
-	$(CPR) neo4j status
+	$(CPR) train metaqa --hops 2
+	$(CPR) calibrate metaqa
+	$(CPR) ask "$(QUESTION)" --alpha 0.1
+	$(CPR) ask "$(QUESTION)" --alpha 0.5
 
 test: neo4j
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -32,6 +42,9 @@ lint: setup
 
 bench: neo4j
 	$(PY) bench/ingest.py
+	$(PY) bench/score.py
+	$(PY) bench/collect.py
+	$(PY) bench/ask.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

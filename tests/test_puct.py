@@ -206,8 +206,25 @@ def test_length_negatives_rank_a_positive_above_its_own_prefix():
 def test_extension_negatives_when_the_answer_is_nearer_than_h():
     question = {**QUESTION, "hops": 3}
     pairs = collector().collect(**question)
-    longer = [p for p in pairs if len(p.neg) == len(p.pos) + 1]
-    assert longer and all(p.neg.steps[:-1] == p.pos.steps for p in longer)
+    assert any(len(p.neg) == len(p.pos) + 1 and p.neg.steps[:-1] == p.pos.steps for p in pairs)
+
+
+def test_near_miss_negatives_come_from_failed_rollouts():
+    # The director path leaves M1 through directed_by; the lure leaves through release_year
+    # (a hub), which no prefix of the positive can produce.
+    graph = InMemoryGraph(
+        [
+            ("M1", "directed_by", "D1"),
+            ("M2", "directed_by", "D1"),
+            ("M1", "release_year", "1999"),
+            ("M3", "release_year", "1999"),
+            ("M4", "release_year", "1999"),
+        ]
+    )
+    pairs = collector(graph).collect(["M1"], {"M2"}, "movies with the same director as ENT", 2)
+    lure = (F("release_year", True), F("release_year", False))
+    assert any(p.neg.steps == lure for p in pairs)
+    assert all(p.neg.end != "M2" for p in pairs)
 
 
 def test_random_negatives():
@@ -219,9 +236,10 @@ def test_random_negatives():
 
 
 def test_pairs_are_capped():
+    uncapped = collector().collect(**QUESTION)
     pairs = collector(max_pairs=2).collect(**QUESTION)
-    hard = [p for p in pairs if len(p.neg) == len(p.pos)]
-    assert len(hard) == 2 and len(pairs) - len(hard) == 1  # length pairs: half the cap
+    # hard pairs <= the cap; length and near-miss pairs <= half the cap each
+    assert len(uncapped) > 4 and len(pairs) <= 2 + 1 + 1
 
 
 @pytest.mark.parametrize("negatives", ["puct", "random"])
@@ -257,3 +275,25 @@ def test_negatives_avoid_every_gold_answer_even_a_topic():
     pairs = collector().collect(["A1", "A2"], {"D1", "A2"}, "q", 2)
     assert pairs
     assert all(p.pos.end == "D1" and p.neg.end not in {"D1", "A2"} for p in pairs)
+
+
+def test_imprecise_sequences_are_demoted_from_positive_to_negative():
+    # Co-writers of W: the director path reaches W2 only because W2 also directed M1.
+    graph = InMemoryGraph(
+        [
+            ("M1", "written_by", "W"),
+            ("M2", "written_by", "W"),
+            ("M3", "written_by", "W"),
+            ("M1", "written_by", "W2"),
+            ("M2", "written_by", "W3"),
+            ("M1", "directed_by", "W2"),
+            ("M2", "directed_by", "D9"),
+            ("M3", "directed_by", "D8"),
+        ]
+    )
+    spurious = (F("written_by", False), F("directed_by", True))
+    pairs = collector(graph).collect(["W"], {"W2", "W3"}, "who are co-writers of ENT", 2)
+    assert not any(p.pos.steps == spurious for p in pairs)
+    assert any(p.neg.steps == spurious for p in pairs)
+    kept = collector(graph, min_precision=0).collect(["W"], {"W2", "W3"}, "co-writers of ENT", 2)
+    assert any(p.pos.steps == spurious for p in kept)

@@ -233,6 +233,8 @@ class PuctCollector:
         max_pairs: int = 16,
         max_gold: int = 32,
         negatives: NegativeMode = "puct",
+        cache: bool = True,
+        min_precision: float = 0.5,
     ):
         if negatives not in ("puct", "random"):
             raise ValueError(f"negatives must be 'puct' or 'random', not {negatives!r}")
@@ -245,6 +247,9 @@ class PuctCollector:
         self.max_pairs = max_pairs
         self.max_gold = max_gold
         self.negatives = negatives
+        self.cache = cache  # False only to measure what the per-question cache saves
+        self.min_precision = min_precision
+        self.follow_cap = 5000  # entities per hop when measuring a sequence's precision
         self.last_stats: dict[str, int] = {}
         self._calls = 0
 
@@ -265,19 +270,20 @@ class PuctCollector:
         gold_answers = set(answers)  # negatives avoid all of them
         answers = gold_answers - set(topics)  # a topic is never its own answer
         rng = random.Random(f"{self.seed}|{question_id}|{masked_question}|{topics}")
-        hood = _Neighbourhood(self.source)
+        hood = _Neighbourhood(self.source, self.cache)
         trips = hood.cache.round_trips
         if gold_paths is None:
             gold = shortest_paths(hood.cache, topics, answers, hops, self.max_gold, rng)
         else:
             gold = list(gold_paths)
-        found = self._rollouts(hood, topics, answers, masked_question, hops, rng)
+        found, misses = self._rollouts(hood, topics, answers, masked_question, hops, rng)
         lengths = {len(p) for p in gold}
         # Rollout successes join the positives when they have a gold path's length.
         extra = [p for p in found if not lengths or len(p) in lengths]
-        positives = list(dict.fromkeys([*gold, *extra]))
+        positives = self._precise(hood, list(dict.fromkeys([*gold, *extra])), answers)
         pairs = self._hard_pairs(hood, positives, gold_answers, qid, masked_question, rng)
         pairs += self._length_pairs(hood, positives, gold_answers, qid, masked_question, rng, hops)
+        pairs += self._near_miss_pairs(positives, misses, gold_answers, qid, masked_question, rng)
         if self.negatives == "random":
             pairs = self._random_pairs(
                 hood, positives, topics, gold_answers, qid, masked_question, rng, len(pairs), hops
@@ -291,6 +297,27 @@ class PuctCollector:
         }
         return pairs
 
+    def _precise(
+        self, hood: _Neighbourhood, positives: list[EntityPath], answers: set[str]
+    ) -> list[EntityPath]:
+        """Positives whose relation sequence is precise enough to be worth learning.
+
+        Scores are relation-level and an answer set takes every end of a sequence, so a
+        sequence that reaches a gold answer by coincidence (MetaQA: "co-writers of X"
+        via the movies' directors, who are often also writers) is a poor answer to
+        the question. Keep a positive only if the share of gold answers among its
+        sequence's ends is at least half the best positive's share; the demoted
+        sequences can then serve as negatives where they end at non-answers.
+        """
+        if len(positives) < 2 or self.min_precision <= 0:
+            return positives
+        share = {}
+        for relpath in {p.steps for p in positives}:
+            ends = hood.follow({p.start for p in positives}, relpath, self.follow_cap)
+            share[relpath] = len(ends & answers) / len(ends) if ends else 0.0
+        best = max(share.values())
+        return [p for p in positives if share[p.steps] >= self.min_precision * best]
+
     # ---- rollouts ---------------------------------------------------------------------
 
     def _rollouts(
@@ -301,14 +328,15 @@ class PuctCollector:
         masked_question: str,
         hops: int,
         rng: random.Random,
-    ) -> list[EntityPath]:
-        """`self.rollouts` PUCT rollouts of depth `hops`; the successful ones, deduplicated."""
+    ) -> tuple[list[EntityPath], list[EntityPath]]:
+        """`self.rollouts` PUCT rollouts of depth `hops`: (successes, failures), deduplicated."""
         if not topics:
-            return []
+            return [], []
         ctx = self.scorer.question(masked_question)
         v_cache: dict[RelPath, float] = {}
         tree = PuctTree(self.c_puct)
         successes: list[EntityPath] = []
+        misses: list[EntityPath] = []
         for i in range(self.rollouts):
             path = EntityPath(topics[i % len(topics)])
             for _ in range(hops):
@@ -324,7 +352,9 @@ class PuctCollector:
             self.priors.update(path.steps, success)
             if success:
                 successes.append(path)
-        return list(dict.fromkeys(successes))
+            elif path.steps:
+                misses.append(path)
+        return list(dict.fromkeys(successes)), list(dict.fromkeys(misses))
 
     def _prior(
         self,
@@ -405,6 +435,33 @@ class PuctCollector:
                         add(pos, pos.extend(step, rng.choice(wrong)))
         return self._cap(list(pairs.values()), rng, max(1, self.max_pairs // 2))
 
+    def _near_miss_pairs(
+        self,
+        positives: Sequence[EntityPath],
+        misses: Sequence[EntityPath],
+        answers: set[str],
+        qid: str | int,
+        masked_question: str,
+        rng: random.Random,
+    ) -> list[PathPair]:
+        """Pairs against failed rollouts: the paths the semantic prior found attractive.
+
+        Prefix-based negatives share the positive's first steps, so a wrong path that
+        diverges early (MetaQA: "movies with the same director as X" lured into
+        `release_year -> ~release_year`, a hub with hundreds of ends) is never shown to
+        the scorer; the rollouts that tried it are exactly those near misses.
+        """
+        if not positives:
+            return []
+        pos_relpaths = {p.steps for p in positives}
+        pairs: dict[tuple[RelPath, RelPath], PathPair] = {}
+        for i, miss in enumerate(misses):
+            if miss.end in answers or miss.steps in pos_relpaths:
+                continue
+            pos = positives[i % len(positives)]
+            pairs.setdefault((pos.steps, miss.steps), PathPair(qid, masked_question, pos, miss))
+        return self._cap(list(pairs.values()), rng, max(1, self.max_pairs // 2))
+
     def _random_pairs(
         self,
         hood: _Neighbourhood,
@@ -451,14 +508,24 @@ class PuctCollector:
 class _Neighbourhood:
     """Per-question view of the graph: neighbours grouped by step, memoised per entity."""
 
-    def __init__(self, source: NeighbourSource):
-        self.cache = CachedNeighbours(source)
+    def __init__(self, source: NeighbourSource, cache: bool = True):
+        self.cache = CachedNeighbours(source) if cache else source
+        self.memo = cache
         self._groups: dict[str, dict[Step, list[str]]] = {}
+
+    def follow(self, starts: set[str], relpath: RelPath, cap: int) -> set[str]:
+        """Entities reached from `starts` along `relpath` (frontier capped per hop)."""
+        frontier = set(starts)
+        for step in relpath:
+            ids = sorted(frontier)[:cap]
+            found = self.cache.neighbours(ids)
+            frontier = {n for i in ids for s, n in found.get(i, []) if s == step} - starts
+        return frontier
 
     def groups(self, path: EntityPath) -> dict[Step, list[str]]:
         """Neighbours of the path's end by step (sorted), minus entities already on the path."""
         end = path.end
-        grouped = self._groups.get(end)
+        grouped = self._groups.get(end) if self.memo else None
         if grouped is None:
             raw: dict[Step, set[str]] = defaultdict(set)
             for step, nb in self.cache.neighbours([end]).get(end, []):

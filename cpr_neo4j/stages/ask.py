@@ -14,7 +14,6 @@ from cpr_neo4j.graph import records
 from cpr_neo4j.graph.cypher import statement
 from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.model.encoder import path_text
 from cpr_neo4j.model.store import load_scorer
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages.calibrate import tau_for
@@ -30,7 +29,7 @@ class Answer:
     name: str
     rank: int
     cost: float
-    path: str  # readable relation path
+    path: str  # the best path, entity names and relation arrows
     entities: list[str]  # entity ids along the best path, topic first
 
 
@@ -50,6 +49,15 @@ class AskResult:
     browser_url: str | None
     cypher: str
     notes: list[str] = field(default_factory=list)
+
+
+def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
+    """`John Krasinski <-starred_actors- Away We Go -directed_by-> Sam Mendes`."""
+    parts = [names.get(chain[0], chain[0])]
+    for step, entity in zip(relpath, chain[1:], strict=True):
+        arrow = f"-{step.relation}->" if step.forward else f"<-{step.relation}-"
+        parts += [arrow, names.get(entity, entity)]
+    return " ".join(parts)
 
 
 def _pick_dataset(store: GraphStore, dataset: str | None) -> str:
@@ -128,19 +136,19 @@ def ask(
         store, dataset, [e for e, _ in inside[:1000]] or [e for e, _ in ranked[:1]]
     )
 
+    relpaths = {}
+
     def answer(rank: int, entity_id: str, cost: float) -> Answer:
-        rel, chain, _ = retrieval.witness(entity_id)
-        return Answer(
-            entity_id,
-            names.get(entity_id, entity_id),
-            rank,
-            cost,
-            path_text(rel, scorer.relation_text),
-            chain,
-        )
+        relpaths[entity_id], chain, _ = retrieval.witness(entity_id)
+        return Answer(entity_id, names.get(entity_id, entity_id), rank, cost, "", chain)
 
     answers = [answer(i + 1, e, c) for i, (e, c) in enumerate(inside)]
     best_outside = answer(1, *ranked[0]) if not answers and ranked else None
+    described = answers + ([best_outside] if best_outside else [])
+    chain_ids = sorted({e for a in described for e in a.entities} - names.keys())
+    names.update(records.entity_names(store, dataset, chain_ids) if chain_ids else {})
+    for a in described:
+        a.path = describe(relpaths[a.id], a.entities, names)
     if math.isinf(tau):
         notes.append(
             f"tau is +inf: {cal['n']} calibration questions are too few for "

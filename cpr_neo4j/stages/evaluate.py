@@ -66,7 +66,12 @@ def _scorer(
     if method == "abl1":
         return PathScorer(encoder, records.relation_text(store, s.dataset))
     found = records.latest_model(store, s.dataset, negatives="random", hops=cpr_meta["hops"])
-    if found and read_config(found["id"])["meta"]["calibration_ids"] == cpr_meta["calibration_ids"]:
+    # An Abl.2 model counts only if trained after CPR's, on the same calibration share.
+    if (
+        found
+        and found["created"] >= cpr_meta["created"]
+        and read_config(found["id"])["meta"]["calibration_ids"] == cpr_meta["calibration_ids"]
+    ):
         return load_scorer(found["id"], encoder)
     say("Abl.2: no random-negative model with CPR's calibration share; training one now")
     base = TrainSettings(**cpr_meta["settings"])
@@ -103,7 +108,7 @@ def run(
             + f": run `cpr train {s.dataset}"
             + (f" --hops {s.hops}`" if s.hops else "`")
         )
-    meta = {**read_config(cpr["id"])["meta"], "model_id": cpr["id"]}
+    meta = {**read_config(cpr["id"])["meta"], "model_id": cpr["id"], "created": cpr["created"]}
     questions, n_cal = pool(store, s, meta)
     settings = RetrievalSettings(hops=meta["hops"], beam_width=s.beam_width, active=s.active)
     # One neighbour cache for the whole run: every method and question shares it.

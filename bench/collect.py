@@ -1,0 +1,55 @@
+"""PUCT collection speed on MetaQA in Neo4j, with vs without the per-question neighbour cache.
+
+    python bench/collect.py [--questions 60]
+
+For 2-hop and 3-hop dev questions: questions/s and Cypher round trips per question of
+PuctCollector (32 rollouts, gold paths by BFS through the same source), once with the
+per-question cache (the default) and once with every neighbour lookup sent to Neo4j.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from cpr_neo4j.graph import records
+from cpr_neo4j.graph.neighbours import Neo4jNeighbours
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.model.encoder import TextEncoder
+from cpr_neo4j.model.scorer import PathScorer
+from cpr_neo4j.search.puct import PuctCollector
+from cpr_neo4j.stages import questions as qsel
+
+DATASET = "metaqa"
+
+
+def run(store, scorer, qs, hops, cache: bool) -> tuple[float, float, int]:
+    source = Neo4jNeighbours(store, DATASET)
+    col = PuctCollector(source, scorer, seed=0, cache=cache)
+    began = time.perf_counter()
+    pairs = sum(len(col.collect(q.topics, q.answers, q.masked, hops, question_id=q.id)) for q in qs)
+    took = time.perf_counter() - began
+    return len(qs) / took, source.round_trips / len(qs), pairs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--questions", type=int, default=60)
+    args = ap.parse_args()
+    with GraphStore() as store:
+        scorer = PathScorer(TextEncoder(), records.relation_text(store, DATASET))
+        for hops in (2, 3):
+            qs = qsel.load(store, DATASET, "dev", hops)[: args.questions]
+            scorer.questions([q.masked for q in qs])
+            run(store, scorer, qs[:5], hops, True)  # warm-up
+            qps, trips, pairs = run(store, scorer, qs, hops, True)
+            nqps, ntrips, npairs = run(store, scorer, qs, hops, False)
+            assert pairs == npairs, "the cache must not change the pairs"
+            print(f"MetaQA {hops}-hop dev, {len(qs)} questions, 32 rollouts each")
+            print(f"  with cache:    {qps:6.1f} questions/s, {trips:6.1f} round trips/question")
+            print(f"  without cache: {nqps:6.1f} questions/s, {ntrips:6.1f} round trips/question")
+            print(f"  ratio: {qps / nqps:.1f}x faster, {ntrips / trips:.1f}x fewer round trips")
+
+
+if __name__ == "__main__":
+    main()

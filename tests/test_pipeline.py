@@ -1,0 +1,153 @@
+"""End to end on the real bundled MetaQA in a real Neo4j: train (small), calibrate, ask."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph import records
+from cpr_neo4j.stages.ask import ask
+from cpr_neo4j.stages.calibrate import calibrate, tau_for
+from cpr_neo4j.stages.train import TrainSettings, train
+
+pytestmark = pytest.mark.neo4j
+
+
+@pytest.fixture(scope="module")
+def trained(store, metaqa, tmp_path_factory, monkeypatch_module):
+    """A small 1-hop model and its calibration, under a private CPR_HOME models folder."""
+    monkeypatch_module.setenv("CPR_HOME", str(tmp_path_factory.mktemp("cpr_home")))
+    result = train(store, TrainSettings("metaqa", hops=1, max_questions=150, cal_share=0.05))
+    cal = calibrate(store, "metaqa", result.model_id, alphas=(0.1, 0.3, 0.5))
+    yield result, cal
+    # Leave the shared database as we found it: no test model, calibration or Ask behind.
+    store.query(
+        "MATCH (n) WHERE (n:ScoringModel AND n.id = $m) OR (n:Calibration AND n.model_id = $m) "
+        "OR (n:Ask AND n.model_id = $m) DETACH DELETE n",
+        {"m": result.model_id},
+        write=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_training_beats_vsem_on_held_out_pairs(trained):
+    result, _ = trained
+    f = result.figures
+    assert f["pairs_train"] > 100 and f["pairs_heldout"] > 10
+    assert f["heldout_accuracy_rcvnet"] > f["heldout_accuracy_vsem"]
+
+
+def test_calibration_round_trips_through_neo4j(store, trained):
+    result, cal = trained
+    node = records.latest_calibration(store, "metaqa", result.model_id)
+    assert node["id"] == cal.id and node["model"] == result.model_id
+    assert node["n"] == cal.n == len(node["scores"]) and node["hint_mode"] == "none"
+    assert node["scores"] == sorted(node["scores"])
+    for alpha, tau in cal.taus.items():
+        assert tau_for(node, alpha) == tau
+    assert (node["beam_width"], node["active"], node["hops"]) == (32, 32, 1)
+
+
+def test_ask_returns_the_gold_answer_with_a_browsable_record(store, trained):
+    result, _ = trained
+    r = ask(
+        store,
+        "which movie was [John Pasquin] the director for",
+        0.1,
+        "metaqa",
+        model_id=result.model_id,
+    )
+    names = {a.name for a in r.answers}
+    assert {"The Santa Clause", "Jungle 2 Jungle", "Joe Somebody"} & names
+    assert all(a.cost <= r.tau for a in r.answers) and r.topics[0]["id"] == "John Pasquin"
+    rec = store.query(
+        "MATCH (a:Ask {id: $id}) OPTIONAL MATCH (a)-[:ANSWER]->(e) "
+        "OPTIONAL MATCH (a)-[:VIA]->(v) OPTIONAL MATCH (a)-[:TOPIC]->(t) "
+        "RETURN count(DISTINCT e) AS answers, count(DISTINCT v) AS via, "
+        "collect(DISTINCT t.id) AS t",
+        {"id": r.ask_id},
+    )[0][0]
+    assert rec["answers"] == len(r.answers) and rec["via"] >= 2 and rec["t"] == ["John Pasquin"]
+    paths = store.read("ask_paths", id=r.ask_id)
+    assert any(row["r"].type == "directed_by" for row in paths)
+    assert "cmd=edit" in (r.browser_url or "cmd=edit")
+
+
+def test_smaller_alpha_gives_a_superset(store, trained):
+    result, _ = trained
+    q = "what was [Shane Acker] the director of"
+    wide = ask(store, q, 0.1, "metaqa", model_id=result.model_id)
+    narrow = ask(store, q, 0.5, "metaqa", model_id=result.model_id)
+    assert {a.id for a in narrow.answers} <= {a.id for a in wide.answers}
+    assert narrow.tau <= wide.tau or math.isinf(wide.tau)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"beam_width": 8}, "beam_width 8 (calibrated with 32)"),
+        ({"active": 64}, "active 64 (calibrated with 32)"),
+    ],
+)
+def test_mismatched_settings_are_refused(store, trained, kwargs, message):
+    result, _ = trained
+    with pytest.raises(CprError, match="does not match") as info:
+        ask(
+            store,
+            "what was [Shane Acker] the director of",
+            0.1,
+            "metaqa",
+            model_id=result.model_id,
+            **kwargs,
+        )
+    assert message in str(info.value)
+
+
+def test_llm_hint_mode_differing_from_calibration_is_refused(store, trained):
+    from cpr_neo4j.search.hints import OpenAIHints
+
+    result, _ = trained
+    hints = OpenAIHints("http://127.0.0.1:9", "some-model", timeout=1)
+    with pytest.raises(CprError, match="hint_mode llm:some-model"):
+        ask(
+            store,
+            "what was [Shane Acker] the director of",
+            0.1,
+            "metaqa",
+            model_id=result.model_id,
+            hints=hints,
+        )
+
+
+@pytest.mark.parametrize(
+    "question, entity, message",
+    [
+        ("", None, "empty question"),
+        ("who directed [No Such Film 123]", None, "unknown entity"),
+        ("who directed it", "No Such Film 123", "unknown entity"),
+    ],
+)
+def test_bad_questions_are_one_line_errors(store, trained, question, entity, message):
+    result, _ = trained
+    with pytest.raises(CprError, match=message) as info:
+        ask(store, question, 0.1, "metaqa", entity=entity, model_id=result.model_id)
+    assert "\n" not in str(info.value)
+
+
+def test_full_text_linking_without_brackets(store, trained):
+    result, _ = trained
+    r = ask(store, "what was Shane Acker the director of", 0.1, "metaqa", model_id=result.model_id)
+    assert r.topics[0]["id"] == "Shane Acker"
+
+
+def test_no_calibration_yet_is_a_clear_error(store):
+    with pytest.raises(CprError, match="no calibration"):
+        ask(store, "who directed [Alien]", 0.1, "metaqa_never_calibrated")
