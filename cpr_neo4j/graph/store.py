@@ -61,16 +61,16 @@ class GraphStore:
         )
         return records, summary
 
-    def autocommit(self, name: str, **params: Any):
+    def autocommit(self, name: str, /, **params: Any):
         """Run a named statement in an implicit transaction (needed by CALL {} IN TRANSACTIONS)."""
         with self.driver.session(database=self.database) as session:
             return session.run(Query(statement(name)), params).consume().counters
 
-    def read(self, name: str, **params: Any) -> list:
+    def read(self, name: str, /, **params: Any) -> list:
         """Records of the named read statement (routed to a reader in a cluster)."""
         return self.query(statement(name), params)[0]
 
-    def write(self, name: str, **params: Any):
+    def write(self, name: str, /, **params: Any):
         """Run a named write statement; returns its summary counters."""
         return self.query(statement(name), params, write=True)[1].counters
 

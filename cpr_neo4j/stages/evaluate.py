@@ -36,6 +36,19 @@ from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
 from cpr_neo4j.stages.train import TrainSettings, train
 
 METHODS = {"cpr": "CPR", "abl1": "Abl.1 (V_sem)", "abl2": "Abl.2 (random neg.)"}
+MARGIN = "CPR, margin score"
+
+
+def margin_record(rec: QuestionRecord) -> QuestionRecord:
+    """CPR's costs minus the question's best cost: S(q) = V'(gold) - min V'.
+
+    Still a valid conformal score (a fixed function of the question's candidates), and
+    comparable across questions whose cost levels differ; ties at 0 (gold ranked first)
+    make its sets coarse. Reported beside CPR, not used by `cpr ask`.
+    """
+    best = min(rec.answer_costs.values(), default=0.0)
+    costs = {a: c - best for a, c in rec.answer_costs.items()}
+    return QuestionRecord(rec.qid, rec.gold, costs, rec.top, None)
 
 
 @dataclass
@@ -128,6 +141,8 @@ def run(
             recs.append(rec)
             tick()
         by_method[METHODS[method]] = recs
+        if method == "cpr":
+            by_method[MARGIN] = [margin_record(r) for r in recs]
     results = evaluate(
         by_method,
         s.alphas,
