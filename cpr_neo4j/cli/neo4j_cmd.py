@@ -26,9 +26,9 @@ def _show(info: server.ServerInfo, elapsed: float | None = None) -> None:
 
 
 @neo4j.command()
-@click.option("--bolt-port", default=7687, show_default=True)
-@click.option("--http-port", default=7474, show_default=True)
-def install(bolt_port: int, http_port: int) -> None:
+@click.option("--bolt-port", type=int, help="Default 7687, or $CPR_NEO4J_BOLT_PORT.")
+@click.option("--http-port", type=int, help="Default 7474, or $CPR_NEO4J_HTTP_PORT.")
+def install(bolt_port: int | None, http_port: int | None) -> None:
     """Fetch Neo4j jars from Maven Central and write config + a random password."""
     server.install(bolt_port, http_port, echo=click.echo)
     click.echo(f"Installed Neo4j {server.NEO4J_VERSION} in {server.home()}")

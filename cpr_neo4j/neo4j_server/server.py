@@ -97,8 +97,18 @@ def _admin(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def install(bolt_port: int = 7687, http_port: int = 7474, echo=print) -> None:
+def default_ports() -> tuple[int, int]:
+    """(Bolt, HTTP): 7687 and 7474 unless CPR_NEO4J_BOLT_PORT / CPR_NEO4J_HTTP_PORT say."""
+    return (
+        int(os.environ.get("CPR_NEO4J_BOLT_PORT", 7687)),
+        int(os.environ.get("CPR_NEO4J_HTTP_PORT", 7474)),
+    )
+
+
+def install(bolt_port: int | None = None, http_port: int | None = None, echo=print) -> None:
     """Fetch the jars with Maven (skipped when present), write config and a random password."""
+    bolt_port = bolt_port or default_ports()[0]
+    http_port = http_port or default_ports()[1]
     lib = home() / "lib"
     if not (lib / f"neo4j-{NEO4J_VERSION}.jar").exists():
         mvn = _require("mvn", "install Maven (apt-get install maven) to fetch the Neo4j jars")
