@@ -287,3 +287,27 @@ def test_training_beats_v_sem_on_held_out_entities(enc):
         train_rcvnet(again, train[:64], epochs=1, batch_size=32, seed=5, progress=False)
         ids.add(again.model_id)
     assert len(ids) == 1
+
+
+def test_anchor_term_puts_costs_on_one_scale(enc):
+    from cpr_neo4j.model.train import pair_rows
+
+    graph = InMemoryGraph(movie_graph())
+    collector = PuctCollector(graph, PathScorer(enc, {}, device="cpu"), seed=0)
+    pairs = [
+        p
+        for qid, text, t, a in movie_questions(graph)[:80]
+        for p in collector.collect([t], a, text, 2, None, qid)
+    ]
+
+    def separated_by_zero(anchor: float) -> float:
+        model = PathScorer(enc, {}, device="cpu")
+        train_rcvnet(model, pairs, epochs=6, seed=0, progress=False, anchor=anchor)
+        q, pos, neg = pair_rows(model, pairs)
+        with torch.inference_mode():
+            v_pos, v_neg = model.cost_rows(q, pos), model.cost_rows(q, neg)
+        return float(((v_pos < 0).float().mean() + (v_neg > 0).float().mean()) / 2)
+
+    # one threshold (0) separates right from wrong paths across questions far better
+    plain, anchored = separated_by_zero(0.0), separated_by_zero(1.0)
+    assert anchored > plain + 0.1 and anchored > 0.85, (plain, anchored)

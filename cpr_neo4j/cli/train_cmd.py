@@ -38,6 +38,13 @@ from cpr_neo4j.stages.train import train as run_train
 )
 @click.option("--epochs", default=6, show_default=True)
 @click.option("--rollouts", default=32, show_default=True)
+@click.option(
+    "--anchor",
+    default=0.0,
+    show_default=True,
+    help="Weight of a loss term that puts costs of all questions on one scale "
+    "(right paths < 0 < wrong ones); 0 = the paper's pairwise loss alone.",
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="cuda or cpu (default: cuda when present).")
 def train(
@@ -48,6 +55,7 @@ def train(
     cal_share: float,
     epochs: int,
     rollouts: int,
+    anchor: float,
     seed: int,
     device: str | None,
 ) -> None:
@@ -60,6 +68,7 @@ def train(
         max_questions=max_questions,
         epochs=epochs,
         rollouts=rollouts,
+        anchor=anchor,
         seed=seed,
         device=device,
     )

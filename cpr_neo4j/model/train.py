@@ -68,9 +68,15 @@ def train_rcvnet(
     seed: int = 0,
     progress: bool = True,
     config: RCVConfig | None = None,
+    anchor: float = 0.0,
 ) -> TrainReport:
     """Train scorer.net in place (a fresh RCVNet seeded with `seed` when the scorer has
-    none). `seed` also fixes the batch order: same pairs + seed -> same weights on CPU."""
+    none). `seed` also fixes the batch order: same pairs + seed -> same weights on CPU.
+
+    anchor > 0 adds anchor * (softplus(V(p+)) + softplus(-V(p-))): the pairwise loss only
+    orders paths within a question, while one conformal threshold serves all questions,
+    so costs on a shared scale (right paths below 0, wrong ones above) give smaller sets.
+    """
     if not pairs:
         raise CprError(
             "no training pairs: collect them first (no question had a reachable answer?)"
@@ -94,8 +100,13 @@ def train_rcvnet(
             total = 0.0
             for b in range(batches):
                 idx = order[b * batch_size : (b + 1) * batch_size]
-                margin = scorer.cost_rows(q[idx], pos[idx]) - scorer.cost_rows(q[idx], neg[idx])
-                loss = F.softplus(margin).mean()
+                v_pos, v_neg = (
+                    scorer.cost_rows(q[idx], pos[idx]),
+                    scorer.cost_rows(q[idx], neg[idx]),
+                )
+                loss = F.softplus(v_pos - v_neg).mean()
+                if anchor:
+                    loss = loss + anchor * (F.softplus(v_pos) + F.softplus(-v_neg)).mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -42,6 +42,7 @@ class TrainSettings:
     epochs: int = 6
     lr: float = 5e-3
     batch_size: int = 256
+    anchor: float = 0.0  # weight of the shared-scale term (model.train); 0 = the paper's loss
     seed: int = 0
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
@@ -133,6 +134,7 @@ def train(
         lr=s.lr,
         batch_size=s.batch_size,
         seed=s.seed,
+        anchor=s.anchor,
         progress=False,
     )
     figures = {
