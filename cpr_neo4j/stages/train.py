@@ -42,7 +42,7 @@ class TrainSettings:
     epochs: int = 6
     lr: float = 5e-3
     batch_size: int = 256
-    anchor: float = 0.0  # weight of the shared-scale term (model.train); 0 = the paper's loss
+    anchor: float = 1.0  # shared-scale loss term (model.train); 0 = the paper's loss alone
     seed: int = 0
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
