@@ -40,7 +40,7 @@ from cpr_neo4j.stages.train import train as run_train
 @click.option("--rollouts", default=32, show_default=True)
 @click.option(
     "--anchor",
-    default=0.0,
+    default=1.0,
     show_default=True,
     help="Weight of a loss term that puts costs of all questions on one scale "
     "(right paths < 0 < wrong ones); 0 = the paper's pairwise loss alone.",
