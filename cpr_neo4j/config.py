@@ -38,10 +38,13 @@ class Neo4jSettings:
         env = os.environ
         local = local_server_settings()
         if env.get("NEO4J_URI") or env.get("NEO4J_PASSWORD"):
+            uri = env.get("NEO4J_URI") or (local or {}).get("uri", "bolt://127.0.0.1:7687")
+            # The local server's password is only ever sent to the local server.
+            fallback = (local or {}).get("password", "") if local and uri == local["uri"] else ""
             return cls(
-                uri=env.get("NEO4J_URI") or (local or {}).get("uri", "bolt://127.0.0.1:7687"),
+                uri=uri,
                 username=env.get("NEO4J_USERNAME", "neo4j"),
-                password=env.get("NEO4J_PASSWORD") or (local or {}).get("password", ""),
+                password=env.get("NEO4J_PASSWORD") or fallback,
                 database=env.get("NEO4J_DATABASE", "neo4j"),
                 source="environment",
             )
