@@ -178,6 +178,7 @@ def train(
             "created": datetime.now(timezone.utc).isoformat(),
             "path": str(folder),
             "encoder": encoder.model_name,
+            "settings": asdict(s),
             **{k: v for k, v in figures.items() if not isinstance(v, list)},
         },
     )
