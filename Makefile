@@ -7,7 +7,7 @@ CPR := $(VENV)/bin/cpr
 PYTEST_ARGS ?=
 QUESTION ?= which person directed the movies starred by [John Krasinski]
 
-.PHONY: prereqs setup neo4j demo test lint bench clean
+.PHONY: prereqs setup neo4j demo test lint bench results clean
 
 # Java 17+ and Maven run the local Neo4j; install them from Debian's packages if missing.
 prereqs:
@@ -30,7 +30,7 @@ neo4j: setup
 demo: neo4j
 	$(CPR) ingest metaqa
 	$(CPR) train metaqa --hops 2
-	$(CPR) calibrate metaqa
+	$(CPR) calibrate metaqa --hops 2
 	$(CPR) ask "$(QUESTION)" --alpha 0.1
 	$(CPR) ask "$(QUESTION)" --alpha 0.5
 
@@ -45,6 +45,26 @@ bench: neo4j
 	$(PY) bench/score.py
 	$(PY) bench/collect.py
 	$(PY) bench/ask.py
+
+# The README's Results section and docs/results/ (tables as markdown + JSON, PNG plots).
+# Per hop count: defaults compared on the INNER DEV split (training questions never used to
+# train or calibrate: anchor 0 vs the default 1.0, CPR vs Abl.2), then the default model
+# under the deployed protocol on the test split. About an hour on 2 cores.
+RESULTS := docs/results
+EVAL_3HOP_ARGS ?= --max-questions 5000
+results: neo4j
+	$(CPR) ingest metaqa
+	for h in 1 2 3; do \
+	  extra=$$([ $$h = 3 ] && echo "$(EVAL_3HOP_ARGS)"); \
+	  $(CPR) train metaqa --hops $$h --anchor 0 && \
+	  $(CPR) eval metaqa --hops $$h --split inner-dev --methods cpr --no-hop-level \
+	    --out $(RESULTS)/metaqa-$${h}hop-innerdev-anchor0 && \
+	  $(CPR) train metaqa --hops $$h && \
+	  $(CPR) eval metaqa --hops $$h --split inner-dev --no-hop-level \
+	    --out $(RESULTS)/metaqa-$${h}hop-innerdev && \
+	  $(CPR) eval metaqa --hops $$h $$extra --out $(RESULTS)/metaqa-$${h}hop || exit 1; \
+	done
+	$(PY) -m cpr_neo4j.conformal.summary $(RESULTS) README.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

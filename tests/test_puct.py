@@ -235,6 +235,17 @@ def test_random_negatives():
     _assert_valid(pairs, QUESTION["answers"], QUESTION["topics"])
 
 
+def test_random_negatives_run_no_puct_at_all():
+    """Abl.2 as the paper defines it: no rollouts, uniform priors, gold positives only."""
+    priors = RelationPriors()
+    col = collector(negatives="random", priors=priors)
+    pairs = col.collect(**QUESTION)
+    assert col.last_stats["rollout_successes"] == 0
+    assert priors.to_dict() == {}  # never updated: rho = 0.5 for every step
+    gold_ends = {p.pos.end for p in pairs}
+    assert gold_ends <= set(QUESTION["answers"])
+
+
 def test_pairs_are_capped():
     uncapped = collector().collect(**QUESTION)
     pairs = collector(max_pairs=2).collect(**QUESTION)

@@ -26,7 +26,10 @@ SHOWN = 25
 )
 @click.option("--dataset", help="Dataset to ask (default: the most recently calibrated).")
 @click.option("--entity", help="Topic entity id or name (skips entity linking).")
-@click.option("--model", "model_id", help="Use the calibration of this scoring model.")
+@click.option(
+    "--model", "model_id", help="Use the calibration of this scoring model (default: newest CPR)."
+)
+@click.option("--hops", type=int, help="Use the newest CPR model trained on N-hop questions.")
 @click.option("--beam", "beam_width", type=int, help="Must equal the calibrated B.")
 @click.option("--active", type=int, help="Must equal the calibrated A.")
 @click.option("--llm-url", help="Hint server; must match the calibration's hint mode.")
@@ -38,6 +41,7 @@ def ask(
     dataset: str | None,
     entity: str | None,
     model_id: str | None,
+    hops: int | None,
     beam_width: int | None,
     active: int | None,
     llm_url: str | None,
@@ -47,7 +51,18 @@ def ask(
     """Answer QUESTION with a conformal answer set and the paths behind it."""
     hints = hint_provider(llm_url, llm_model) if llm_url else None
     with open_store() as store:
-        r = run_ask(store, question, alpha, dataset, entity, model_id, beam_width, active, hints)
+        r = run_ask(
+            store,
+            question,
+            alpha,
+            dataset,
+            entity,
+            model_id,
+            beam_width,
+            active,
+            hints,
+            hops_filter=hops,
+        )
     if as_json:
         click.echo(json.dumps(asdict(r), default=lambda x: None if x is None else str(x), indent=2))
         return

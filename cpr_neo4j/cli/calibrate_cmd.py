@@ -29,7 +29,10 @@ def parse_alphas(text: str) -> tuple[float, ...]:
     show_default=True,
     help="Risk levels to precompute (any other is served from the stored scores).",
 )
-@click.option("--model", "model_id", help="Scoring model id (default: the newest for DATASET).")
+@click.option(
+    "--model", "model_id", help="Scoring model id (default: the newest CPR model for --hops)."
+)
+@click.option("--hops", type=int, help="Pick the newest CPR model trained on N-hop questions.")
 @click.option("--beam", "beam_width", default=32, show_default=True, help="TreeG branch-out B.")
 @click.option("--active", default=32, show_default=True, help="TreeG active set A.")
 @click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
@@ -39,6 +42,7 @@ def calibrate(
     dataset: str,
     alphas: str,
     model_id: str | None,
+    hops: int | None,
     beam_width: int,
     active: int,
     llm_url: str | None,
@@ -61,6 +65,7 @@ def calibrate(
             hint_beta if llm_url else 0.0,
             tick=lambda: bar.advance(task),
             on_questions=lambda n: bar.update(task, total=n),
+            hops_filter=hops,
         )
     for w in dict.fromkeys(result.warnings):
         err_console.print(f"[yellow]warning: {w}[/yellow]")

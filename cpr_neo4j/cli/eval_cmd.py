@@ -1,46 +1,89 @@
-"""`cpr eval DATASET`: ECR / APSS / coverage efficiency per alpha and method, with plots."""
+"""`cpr eval DATASET`: the deployed protocol (headline), the pooled view, and plots."""
 
 from __future__ import annotations
 
 import click
 
 from cpr_neo4j.cli.calibrate_cmd import parse_alphas
-from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar
-from cpr_neo4j.conformal.report import markdown_table
-from cpr_neo4j.stages.evaluate import METHODS, EvalSettings, run
+from cpr_neo4j.cli.common import err_console, open_store, progress_bar
+from cpr_neo4j.conformal.report import deployed_table, exchangeability_table
+from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
+from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 
 
 @click.command("eval")
 @click.argument("dataset")
 @click.option("--alphas", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", show_default=True)
-@click.option("--repeats", default=20, show_default=True, help="Random calibration draws.")
 @click.option(
     "--methods",
     default="cpr,abl1,abl2",
     show_default=True,
-    help=f"Comma-separated, of {', '.join(METHODS)} (baselines come with cpr).",
+    help=f"Comma-separated, of {', '.join(METHODS)} (top-k and margin score come with cpr).",
 )
-@click.option("--hops", type=int, help="Evaluate the CPR model trained at this depth.")
-@click.option("--split", default="test", show_default=True)
-@click.option("--max-questions", type=int, help="Subsample the test split (seeded).")
+@click.option("--hops", type=int, help="Questions of this hop count (default: every hop count).")
+@click.option("--model", "model_id", help="CPR model id (default: newest CPR model for --hops).")
+@click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    help=f"Evaluation split: test, or {INNER_DEV} (training questions the model never saw; "
+    "choose defaults there).",
+)
+@click.option("--max-questions", type=int, help="Subsample the evaluation split (seeded).")
+@click.option("--hop-level/--no-hop-level", default=True, show_default=True)
+@click.option(
+    "--hop-level-questions",
+    default=1000,
+    show_default=True,
+    help="Evaluation questions for the hop-level baselines (0 = all).",
+)
+@click.option("--repeats", default=20, show_default=True, help="Pooled view: random re-splits.")
+@click.option("--boot", default=1000, show_default=True, help="Bootstrap replicates per interval.")
+@click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
+@click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
+@click.option("--hint-beta", default=DEFAULT_HINT_BETA, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--seed", default=0, show_default=True)
 def eval_(
     dataset: str,
     alphas: str,
-    repeats: int,
     methods: str,
     hops: int | None,
+    model_id: str | None,
     split: str,
     max_questions: int | None,
+    hop_level: bool,
+    hop_level_questions: int,
+    repeats: int,
+    boot: int,
+    llm_url: str | None,
+    llm_model: str,
+    hint_beta: float,
+    out_dir: str | None,
     seed: int,
 ) -> None:
-    """Evaluate CPR, its ablations and the baselines on DATASET's test questions."""
+    """Evaluate CPR, its ablations and the baselines on DATASET, as `cpr ask` would answer."""
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
         raise click.BadParameter(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+    if boot < 100 or repeats < 1:
+        raise click.BadParameter("--boot must be >= 100 and --repeats >= 1")
     settings = EvalSettings(
-        dataset, parse_alphas(alphas), repeats, chosen, hops, split, max_questions, seed=seed
+        dataset,
+        parse_alphas(alphas),
+        repeats,
+        chosen,
+        hops,
+        split,
+        model_id,
+        max_questions,
+        hop_level,
+        hop_level_questions or None,
+        hints=hint_provider(llm_url, llm_model) if llm_url else None,
+        hint_beta=hint_beta if llm_url else 0.0,
+        boot=boot,
+        seed=seed,
     )
     with open_store() as store, progress_bar() as bar:
 
@@ -48,9 +91,13 @@ def eval_(
             task = bar.add_task(name, total=total)
             return lambda: bar.advance(task)
 
-        results, files = run(store, settings, say=err_console.print, progress=progress)
-    console.print(markdown_table(results))
-    for note in results.notes:
-        console.print(f"- {note}")
-    for kind, path in files.items():
-        console.print(f"{kind}: {path}")
+        out = run(store, settings, say=err_console.print, progress=progress, out_dir=out_dir)
+    # plain echo: markdown tables must not be wrapped at the terminal's width
+    click.echo("Deployed protocol: one calibration, every evaluation question at its tau")
+    click.echo(deployed_table(out.deployed))
+    click.echo("\nExchangeability (calibration share vs evaluation split):")
+    click.echo(exchangeability_table(out.deployed))
+    for note in out.deployed.notes:
+        click.echo(f"- {note}")
+    for kind, path in out.files.items():
+        click.echo(f"{kind}: {path}")

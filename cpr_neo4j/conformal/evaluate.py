@@ -1,23 +1,19 @@
-"""Coverage evaluation over many random calibration/test splits (pure numbers).
+"""The pooled view: many random calibration/test re-splits of one question pool.
+
+This is the SECOND view of `cpr eval` (the headline is conformal.deployed): re-splitting
+calibration + test questions at random makes them exchangeable by construction, so mean
+ECR >= 1 - alpha holds for any fixed scorer; the spread over draws (min, 5th percentile)
+is what it adds.
 
 Input: one QuestionRecord list per method (CPR, Abl.1, Abl.2 differ only in their costs),
-cached once, so each split only re-thresholds arrays. Two baselines are derived from one
-method's records (default: the first method):
+cached once, so each split only re-thresholds arrays. The top-k baseline is derived from
+one method's records (default: the first): answers ranked by (cost, entity id);
+nonconformity = 1-based rank of the best gold answer (+inf if absent); k = conformal
+threshold of those ranks; answers = the top k.
 
-- hop-level (UaG style): per hop t a threshold tau_t at level alpha from pooled
-  gold-prefix scores. A gold sequence is a retained sequence reaching a gold answer at
-  its last hop; per calibration question and hop t the score is the min cost of the
-  hop-t prefixes of its gold sequences. A question with no gold sequence adds +inf to
-  the hop-1 pool (retrieval missed it; CPR pays for that too) and nothing deeper. At
-  test a sequence survives if every prefix cost <= tau_t; answers = ends of survivors.
-  Each hop is calibrated at alpha separately, so joint coverage can fall below 1-alpha.
-- top-k: answers ranked by (cost, entity id); nonconformity = 1-based rank of the best
-  gold answer (+inf if absent); k = conformal threshold of those ranks, i.e. the
-  smallest k with #{cal: rank <= k} >= (1-alpha)(n+1); answers = top k.
-
-Metrics per (method, alpha), over `repeats` splits: ECR mean/min/std, APSS (mean set
-size), CE = mean ECR / APSS, Hits@1 of the top answer, retrieval recall (any gold among
-all candidates), and the fraction of splits whose threshold was +inf.
+Metrics per (method, alpha), over `repeats` splits: ECR mean/min/5th percentile/std, APSS
+(mean set size), CE = mean ECR / APSS, Hits@1 of the top answer, retrieval recall (any
+gold among all candidates), and the fraction of splits whose threshold was +inf.
 """
 
 from __future__ import annotations
@@ -33,8 +29,6 @@ import numpy as np
 from cpr_neo4j.conformal.threshold import conformal_rank, nonconformity
 from cpr_neo4j.errors import BadInput
 
-SeqData = tuple[tuple[float, ...], tuple[str, ...]]  # (prefix costs hop 1..L, end entities)
-
 
 @dataclass
 class QuestionRecord:
@@ -42,7 +36,6 @@ class QuestionRecord:
     gold: frozenset[str]
     answer_costs: dict[str, float]  # candidate answer -> min cost over candidate paths
     top: str | None = None  # answer of the best path (Hits@1)
-    sequences: list[SeqData] | None = None  # per retained sequence; for hop-level only
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -51,31 +44,18 @@ class QuestionRecord:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> QuestionRecord:
-        seqs = d.get("sequences")
         return cls(
             qid=str(d["qid"]),
             gold=frozenset(d["gold"]),
             answer_costs={k: float(v) for k, v in d["answer_costs"].items()},
             top=d.get("top"),
-            sequences=None if seqs is None else [(tuple(c), tuple(e)) for c, e in seqs],
         )
 
 
 def record_from_retrieval(qid: str, gold: Sequence[str], retrieval: Any) -> QuestionRecord:
     """Numbers the evaluation needs from a treeg.Retrieval (duck-typed: no search import)."""
     ranked = retrieval.ranked_answers()
-    prefix = retrieval.prefix_costs()
-    topics = set(retrieval.topics)
-    seqs: list[SeqData] = [
-        (
-            tuple(prefix[t - 1][c.path[:t]] for t in range(1, len(c.path) + 1)),
-            tuple(e for e in c.ends if e not in topics),
-        )
-        for c in retrieval.candidates()
-    ]
-    return QuestionRecord(
-        qid, frozenset(gold), dict(ranked), ranked[0][0] if ranked else None, seqs
-    )
+    return QuestionRecord(qid, frozenset(gold), dict(ranked), ranked[0][0] if ranked else None)
 
 
 @dataclass
@@ -84,12 +64,13 @@ class Row:
     alpha: float
     ecr_mean: float
     ecr_min: float
+    ecr_p5: float  # 5th percentile over draws
     ecr_std: float
     apss: float
     ce: float
     hits1: float
     recall: float
-    inf_tau: float  # fraction of splits with tau = +inf (hop-level: at hop 1); see notes
+    inf_tau: float  # fraction of splits with tau = +inf; see notes
 
 
 @dataclass
@@ -114,8 +95,8 @@ class EvalResults:
         return asdict(self)
 
 
-class _Queries:
-    """One method's records as flat arrays."""
+class Queries:
+    """One method's records as flat arrays (shared with conformal.deployed)."""
 
     def __init__(self, records: Sequence[QuestionRecord]):
         n = len(records)
@@ -149,116 +130,10 @@ class _Queries:
         """Total answer-set size over test questions; cum_test = cumsum of test flags."""
         return int(cum_test[np.searchsorted(self.sorted_costs, tau, side="right")])
 
-
-class _HopLevel:
-    """All questions' sequences: a padded prefix-cost matrix plus (sequence, entity) pairs."""
-
-    def __init__(self, records: Sequence[QuestionRecord]):
-        n = self.n = len(records)
-        seq_q: list[int] = []
-        seq_costs: list[tuple[float, ...]] = []
-        seq_gold: list[bool] = []
-        pair_local: list[int] = []
-        pair_len: list[int] = []
-        ent_count = np.zeros(n, dtype=np.int64)
-        gold_local: list[tuple[int, int]] = []
-        for q, r in enumerate(records):
-            local = dict(zip(r.answer_costs, range(len(r.answer_costs)), strict=True))
-            for costs, ends in r.sequences or ():
-                try:
-                    idx = [local[e] for e in ends]
-                except KeyError:  # an end missing from answer_costs: index it anyway
-                    idx = [local.setdefault(e, len(local)) for e in ends]
-                seq_q.append(q)
-                seq_costs.append(costs)
-                seq_gold.append(not r.gold.isdisjoint(ends))
-                pair_local.extend(idx)
-                pair_len.append(len(idx))
-            ent_count[q] = len(local)
-            gold_local.extend((q, local[g]) for g in r.gold if g in local)
-        lens = np.array([len(c) for c in seq_costs], dtype=np.int64)
-        self.hops = int(lens.max()) if len(lens) else 1
-        n_seq = len(seq_costs)
-        rows = np.repeat(np.arange(n_seq), lens)
-        cols = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        flat = np.fromiter((c for cs in seq_costs for c in cs), float, count=int(lens.sum()))
-        self.prefix = np.full((n_seq, self.hops), -np.inf)  # -inf: no constraint past its end
-        self.prefix[rows, cols] = flat
-        # per question and hop: min prefix cost over gold sequences long enough (nan: none)
-        sq = np.array(seq_q, dtype=np.int64)
-        g = np.array(seq_gold, dtype=bool)[rows]
-        best = np.full((n, self.hops), np.inf)
-        np.minimum.at(best, (sq[rows][g], cols[g]), flat[g])
-        present = np.zeros((n, self.hops), dtype=bool)
-        present[sq[rows][g], cols[g]] = True
-        self.gold_prefix = np.where(present, best, np.nan)
-        self.gold_prefix[~present[:, 0], 0] = np.inf  # retrieval missed gold: +inf at hop 1
-        ent_off = np.cumsum(ent_count) - ent_count
-        pair_seq = np.repeat(np.arange(n_seq), np.array(pair_len, dtype=np.int64))
-        pair_ent = ent_off[sq[pair_seq]] + np.array(pair_local, dtype=np.int64)
-        gold_ent = [int(ent_off[q]) + i for q, i in gold_local]
-        self._index_pairs(sq, pair_seq, pair_ent, int(ent_count.sum()), gold_ent)
-
-    def _index_pairs(
-        self,
-        seq_q: np.ndarray,
-        pair_seq: np.ndarray,
-        pair_ent: np.ndarray,
-        n_ent: int,
-        gold_ent: list[int],
-    ) -> None:
-        """Compress (sequence, entity) pairs so each threshold costs O(#sequences).
-
-        Most entities are reached by one sequence: they become a count per sequence. The
-        rest are grouped by the exact set of sequences reaching them (few distinct sets:
-        on MetaQA 3-hop, 0.7M such pairs collapse to 44k).
-        """
-        order = np.lexsort((pair_seq, pair_ent))
-        ps, pe = pair_seq[order], pair_ent[order]
-        deg = np.bincount(pe, minlength=n_ent)
-        first = np.cumsum(deg) - deg
-        self.seq_q = seq_q
-        self.excl = np.bincount(ps[first[deg == 1]], minlength=len(seq_q))
-        seqs = ps.tolist()
-        groups: dict[tuple[int, ...], int] = {}
-        multi = np.nonzero(deg > 1)[0]
-        sig = [
-            groups.setdefault(tuple(seqs[s : s + d]), len(groups))
-            for s, d in zip(first[multi].tolist(), deg[multi].tolist(), strict=True)
-        ]
-        self.sig_weight = np.bincount(np.array(sig, dtype=np.int64), minlength=len(groups))
-        self.sig_pair_sig = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-        self.sig_pair_seq = np.fromiter((j for g in groups for j in g), np.int64)
-        self.sig_q = seq_q[[g[0] for g in groups]] if groups else np.zeros(0, np.int64)
-        gold = [(int(seq_q[j]), j) for g in gold_ent for j in seqs[first[g] : first[g] + deg[g]]]
-        self.gold_q = np.array([q for q, _ in gold], dtype=np.int64)
-        self.gold_seq = np.array([j for _, j in gold], dtype=np.int64)
-
-    def thresholds(self, cal: np.ndarray, alpha: float) -> np.ndarray:
-        taus = np.full(self.hops, np.inf)
-        for t in range(self.hops):
-            pool = self.gold_prefix[cal, t]
-            pool = np.sort(pool[~np.isnan(pool)])
-            k = conformal_rank(len(pool), alpha)
-            if k <= len(pool):
-                taus[t] = pool[k - 1]
-        return taus
-
-    def apply(self, taus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(covered per question, set size per question) under per-hop thresholds."""
-        survive = (self.prefix <= taus).all(axis=1)
-        size = np.bincount(self.seq_q, weights=survive * self.excl, minlength=self.n)
-        alive = (
-            np.bincount(
-                self.sig_pair_sig,
-                weights=survive[self.sig_pair_seq],
-                minlength=len(self.sig_weight),
-            )
-            > 0
-        )
-        size += np.bincount(self.sig_q, weights=self.sig_weight * alive, minlength=self.n)
-        covered = np.bincount(self.gold_q, weights=survive[self.gold_seq], minlength=self.n) > 0
-        return covered, size.astype(np.int64)
+    def sizes(self, tau: float) -> np.ndarray:
+        """Answer-set size per question at threshold tau."""
+        upto = np.searchsorted(self.sorted_costs, tau, side="right")
+        return np.bincount(self.sorted_q[:upto], minlength=len(self.score))
 
 
 def evaluate(
@@ -273,8 +148,8 @@ def evaluate(
     """ECR/APSS/CE table over `repeats` random splits of the question pool.
 
     All methods must cover the same question ids; every method sees the same splits.
-    baselines_from: method whose records feed the hop-level and top-k baselines
-    ("" = the first method, None = no baselines).
+    baselines_from: method whose records feed the top-k baseline
+    ("" = the first method, None = no baseline).
     """
     methods = _aligned(records_by_method)
     first = next(iter(methods))
@@ -286,13 +161,8 @@ def evaluate(
     if base is not None and base not in methods:
         raise BadInput(f"baselines_from={base!r} is not one of {list(methods)}")
 
-    queries = {m: _Queries(recs) for m, recs in methods.items()}
-    hop = None
-    if base is not None and all(r.sequences is not None for r in methods[base]):
-        hop = _HopLevel(methods[base])
-    names = list(methods) + (
-        [] if base is None else ([f"hop-level ({base})"] if hop else []) + [f"top-k ({base})"]
-    )
+    queries = {m: Queries(recs) for m, recs in methods.items()}
+    names = list(methods) + ([] if base is None else [f"top-k ({base})"])
     acc: dict[tuple[str, float], list[tuple[float, float, float, float, bool]]] = {
         (m, a): [] for m in names for a in alphas
     }
@@ -324,12 +194,6 @@ def evaluate(
             ecr = (qs.recall & (qs.rank <= kk))[test].mean()
             apss = np.minimum(qs.n_answers[test], kk).mean()
             acc[(f"top-k ({base})", a)].append((ecr, apss, h1, rec, math.isinf(kk)))
-            if hop is not None:
-                taus = hop.thresholds(cal, a)
-                covered, size = hop.apply(taus)
-                acc[(f"hop-level ({base})", a)].append(
-                    (covered[test].mean(), size[test].mean(), h1, rec, bool(np.isinf(taus[0])))
-                )
 
     rows = [_row(m, a, acc[(m, a)]) for m in names for a in alphas]
     return EvalResults(
@@ -386,6 +250,7 @@ def _row(method: str, alpha: float, draws: list[tuple[float, float, float, float
         float(alpha),
         float(ecr.mean()),
         float(ecr.min()),
+        float(np.percentile(ecr, 5)),
         float(ecr.std()),
         float(apss.mean()),
         float(ce),

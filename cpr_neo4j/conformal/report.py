@@ -1,4 +1,8 @@
-"""Evaluation report: markdown table, JSON dump and two PNG plots."""
+"""Evaluation report: markdown tables, one JSON file and two PNG plots.
+
+The deployed protocol (one calibration, every test question answered with its tau) is
+the headline; the pooled re-split is the second, clearly labelled view.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,14 @@ import json
 import math
 from pathlib import Path
 
+from cpr_neo4j.conformal.deployed import DeployedResults, DeployedRow
 from cpr_neo4j.conformal.evaluate import EvalResults, Row
 
 DASH = "–"
 
 
 def _missed(row: Row, repeats: int) -> bool:
-    """Like the paper, no set size is credited when coverage misses its target.
+    """Pooled view: like the paper, no set size is credited when coverage misses its target.
 
     A valid method's mean ECR sits at 1 - alpha in expectation, so half the time it dips
     below by Monte-Carlo noise alone; a miss is a mean more than 2 standard errors of the
@@ -22,9 +27,53 @@ def _missed(row: Row, repeats: int) -> bool:
     return row.ecr_mean < 1 - row.alpha - 2 * se - 1e-12
 
 
-def markdown_table(results: EvalResults) -> str:
+def _tau(tau: float | list[float]) -> str:
+    if isinstance(tau, list):
+        return "(" + ", ".join(_tau(t) for t in tau) + ")"
+    return "+inf" if math.isinf(tau) else f"{tau:.3f}"
+
+
+def _ci(lo: float, hi: float) -> str:
+    return DASH if math.isnan(lo) else f"{lo:.3f}–{hi:.3f}"
+
+
+def _num(x: float, fmt: str = ".3f") -> str:
+    return DASH if x is None or math.isnan(x) else format(x, fmt)
+
+
+def deployed_table(results: DeployedResults) -> str:
+    """One row per (method, alpha); '!' marks an ECR whose whole test interval is below target."""
+    lines = [
+        "| method | hints | alpha | ECR | 95% CI (test) | 95% CI (cal+test) | APSS | CE "
+        "| Hits@1 | recall | tau |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results.rows:
+        mark = " !" if r.below_target else ""
+        lines.append(
+            f"| {r.method} | {r.hints} | {r.alpha:g} | {r.ecr:.3f}{mark} | "
+            f"{_ci(r.ecr_lo, r.ecr_hi)} | {_ci(r.ecr_lo_cal, r.ecr_hi_cal)} | {r.apss:.2f} | "
+            f"{_num(r.ce)} | {_num(r.hits1)} | {_num(r.recall)} | {_tau(r.tau)} |"
+        )
+    return "\n".join(lines)
+
+
+def exchangeability_table(results: DeployedResults) -> str:
+    lines = [
+        "| method | KS D | p-value | recall (cal) | recall (test) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for x in results.exchangeability:
+        lines.append(
+            f"| {x.method} | {x.ks_statistic:.3f} | {x.p_value:.3g} | "
+            f"{x.recall_cal:.3f} | {x.recall_test:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def pooled_table(results: EvalResults) -> str:
     head = (
-        "| method | alpha | 1-alpha | ECR mean | ECR min | APSS | CE | Hits@1 | recall "
+        "| method | alpha | ECR mean | ECR min | ECR p5 | APSS | CE | Hits@1 | recall "
         "| tau=inf |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     lines = [head]
@@ -33,53 +82,84 @@ def markdown_table(results: EvalResults) -> str:
         apss = DASH if missed else f"{r.apss:.2f}"
         ce = DASH if missed or math.isnan(r.ce) else f"{r.ce:.3f}"
         lines.append(
-            f"| {r.method} | {r.alpha:g} | {1 - r.alpha:g} | {r.ecr_mean:.3f} | "
-            f"{r.ecr_min:.3f} | {apss} | {ce} | {r.hits1:.3f} | {r.recall:.3f} | {r.inf_tau:.0%} |"
+            f"| {r.method} | {r.alpha:g} | {r.ecr_mean:.3f} | {r.ecr_min:.3f} | "
+            f"{r.ecr_p5:.3f} | {apss} | {ce} | {r.hits1:.3f} | {r.recall:.3f} | {r.inf_tau:.0%} |"
         )
     return "\n".join(lines)
 
 
-def markdown_report(results: EvalResults) -> str:
-    intro = (
-        f"{results.n_questions} questions; {results.repeats} random splits into "
-        f"{results.n_cal} calibration / {results.n_test} test (seed {results.seed}). "
-        "Candidate paths: the relation sequences TreeG retained at every hop 1..H. "
-        f"APSS and CE show {DASH} where mean ECR < 1 - alpha by more than 2 standard errors "
-        "of the mean over the draws. CE = ECR / APSS. "
-        "tau=inf: share of splits whose threshold was +inf (see notes)."
-    )
-    notes = "".join(f"\n\nNote: {n}." for n in results.notes)
-    return f"# Coverage report\n\n{intro}{notes}\n\n{markdown_table(results)}\n"
+def markdown_report(headline: DeployedResults, pooled: EvalResults, title: str = "") -> str:
+    notes = "".join(f"\n- {n}" for n in dict.fromkeys([*headline.notes, *pooled.notes]))
+    return f"""# Coverage report{f": {title}" if title else ""}
+
+## Deployed protocol (headline)
+
+One calibration on the {headline.n_cal} questions held out from training (what
+`cpr calibrate` uses), then all {headline.n_test} evaluation questions answered with that
+tau, gold topic entities given. 95% intervals: percentile bootstrap ({headline.boot}
+replicates) over test questions with tau fixed, and over both the calibration share and
+the test questions (tau recomputed each time). `!` marks an ECR whose whole test interval
+lies below 1 - alpha. CE = ECR / APSS. Hop-level rows report the per-hop taus; their
+Hits@1 and recall do not apply.
+
+{deployed_table(headline)}
+
+### Exchangeability check: calibration share vs evaluation split
+
+Two-sample Kolmogorov-Smirnov test between the calibration questions' scores and the
+evaluation questions' scores (+inf = no gold answer among the candidates). The guarantee
+assumes exchangeable questions; a small p-value says the two differ, so coverage on this
+split may miss 1 - alpha even with a correct implementation.
+
+{exchangeability_table(headline)}
+
+## Pooled view (second view)
+
+The calibration share and the evaluation split pooled, then {pooled.repeats} random
+re-splits into {pooled.n_cal} calibration / {pooled.n_test} test questions (seed
+{pooled.seed}). Mean ECR >= 1 - alpha holds here by construction for any fixed scorer;
+min and 5th percentile show the spread over draws. APSS and CE show {DASH} where mean ECR
+< 1 - alpha by more than 2 standard errors of the mean over the draws.
+
+{pooled_table(pooled)}
+
+## Notes
+{notes}
+"""
 
 
-def plot(results: EvalResults, out_dir: Path) -> list[Path]:
+def plot(results: DeployedResults, out_dir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")  # headless: never needs a display
     import matplotlib.pyplot as plt
 
+    def rows_of(m: str) -> list[DeployedRow]:
+        return sorted((r for r in results.rows if r.method == m), key=lambda r: r.alpha)
+
     paths = []
-    fig, ax = plt.subplots(figsize=(5, 4))
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="target")
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="target 1 - alpha")
     for m in results.methods:
-        rows = sorted((r for r in results.rows if r.method == m), key=lambda r: r.alpha)
-        ax.plot([1 - r.alpha for r in rows], [r.ecr_mean for r in rows], "o-", label=m)
-    ax.set(xlabel="1 - alpha", ylabel="ECR (mean over splits)", title="Coverage")
-    ax.legend(fontsize=7)
+        rs = rows_of(m)
+        x = [1 - r.alpha for r in rs]
+        y = [r.ecr for r in rs]
+        err = [[r.ecr - r.ecr_lo for r in rs], [r.ecr_hi - r.ecr for r in rs]]
+        ax.errorbar(x, y, yerr=err, fmt="o-", ms=3, capsize=2, label=m)
+    ax.set(xlabel="1 - alpha", ylabel="ECR on the test split (95% CI)", title="Coverage")
+    ax.legend(fontsize=6)
     fig.tight_layout()
     paths.append(out_dir / "ecr.png")
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(5, 4))
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
     for m in results.methods:
-        rows = sorted(
-            (r for r in results.rows if r.method == m and r.apss > 0), key=lambda r: r.alpha
-        )
-        ax.plot([r.alpha for r in rows], [r.apss for r in rows], "o-", label=m)
+        rs = [r for r in rows_of(m) if r.apss > 0]
+        ax.plot([r.alpha for r in rs], [r.apss for r in rs], "o-", ms=3, label=m)
     ax.set_yscale("log")
     ax.set(xlabel="alpha", ylabel="APSS (mean answer-set size)", title="Set size")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
     fig.tight_layout()
     paths.append(out_dir / "apss.png")
     fig.savefig(paths[-1], dpi=120)
@@ -87,14 +167,16 @@ def plot(results: EvalResults, out_dir: Path) -> list[Path]:
     return paths
 
 
-def write_report(results: EvalResults, out_dir: str | Path) -> dict[str, Path]:
+def write_report(
+    headline: DeployedResults, pooled: EvalResults, out_dir: str | Path, title: str = ""
+) -> dict[str, Path]:
     """results.json, report.md, ecr.png, apss.png under out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "results.json", "markdown": out / "report.md"}
+    data = {"title": title, "deployed": headline.to_dict(), "pooled": pooled.to_dict()}
     # NaN/inf are written as JSON's common extensions (NaN, Infinity), which json.loads reads
-    files["json"].write_text(json.dumps(results.to_dict(), indent=2), encoding="utf-8")
-    files["markdown"].write_text(markdown_report(results), encoding="utf-8")
-    ecr, apss = plot(results, out)
-    files["ecr_plot"], files["apss_plot"] = ecr, apss
+    files["json"].write_text(json.dumps(data, indent=2), encoding="utf-8")
+    files["markdown"].write_text(markdown_report(headline, pooled, title), encoding="utf-8")
+    files["ecr_plot"], files["apss_plot"] = plot(headline, out)
     return files

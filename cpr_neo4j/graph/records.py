@@ -91,10 +91,25 @@ def save_model(store: GraphStore, model_id: str, props: Mapping[str, Any]) -> No
     store.write("merge_model", id=model_id, props=_props(props))
 
 
+ALL_HOPS = 0  # hops_filter of a model trained on every hop count (the mixed setting)
+
+
 def latest_model(
-    store: GraphStore, dataset: str, negatives: str | None = None, hops: int | None = None
+    store: GraphStore,
+    dataset: str,
+    negatives: str | None = None,
+    hops: int | None = None,
+    hops_filter: int | None = None,
 ) -> dict | None:
-    rows = store.read("latest_model", dataset=dataset, negatives=negatives, hops=hops)
+    """Newest model; hops = search depth, hops_filter = question hop count (ALL_HOPS: mixed)."""
+    rows = store.read(
+        "latest_model", dataset=dataset, negatives=negatives, hops=hops, hops_filter=hops_filter
+    )
+    return dict(rows[0]["m"]) if rows else None
+
+
+def model_node(store: GraphStore, model_id: str) -> dict | None:
+    rows = store.read("model_by_id", id=model_id)
     return dict(rows[0]["m"]) if rows else None
 
 
@@ -104,8 +119,13 @@ def save_calibration(
     store.write("merge_calibration", id=calibration_id, model=model_id, props=_props(props))
 
 
-def latest_calibration(store: GraphStore, dataset: str, model_id: str | None = None) -> dict | None:
-    rows = store.read("latest_calibration", dataset=dataset, model=model_id)
+def latest_calibration(
+    store: GraphStore, dataset: str, model_id: str | None = None, hops_filter: int | None = None
+) -> dict | None:
+    """Newest calibration of `model_id`, else of the newest-calibrated CPR (never Abl.) model."""
+    rows = store.read(
+        "latest_calibration", dataset=dataset, model=model_id, hops_filter=hops_filter
+    )
     if not rows:
         return None
     return {**dict(rows[0]["c"]), "model": rows[0]["model"]}

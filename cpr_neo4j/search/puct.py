@@ -217,9 +217,9 @@ def _unwind(
 class PuctCollector:
     """Collects (p+, p-) pairs per training question.
 
-    negatives="puct": a positive's prefix up to hop H-1 plus a different last step to a
-    non-answer (hard negatives). negatives="random" (Abl.2): random simple walks of the
-    same length from a topic, ending at a non-answer, as many as "puct" would give.
+    negatives="puct" (CPR): PUCT rollouts add positives and near-miss negatives to the
+    prefix-based hard and length negatives. negatives="random" (Abl.2, "w/o PUCT"): no
+    rollouts; shortest gold paths against random walks of length 1..H to non-answers.
     """
 
     def __init__(
@@ -276,17 +276,31 @@ class PuctCollector:
             gold = shortest_paths(hood.cache, topics, answers, hops, self.max_gold, rng)
         else:
             gold = list(gold_paths)
-        found, misses = self._rollouts(hood, topics, answers, masked_question, hops, rng)
-        lengths = {len(p) for p in gold}
-        # Rollout successes join the positives when they have a gold path's length.
-        extra = [p for p in found if not lengths or len(p) in lengths]
-        positives = self._precise(hood, list(dict.fromkeys([*gold, *extra])), answers)
-        pairs = self._hard_pairs(hood, positives, gold_answers, qid, masked_question, rng)
-        pairs += self._length_pairs(hood, positives, gold_answers, qid, masked_question, rng, hops)
-        pairs += self._near_miss_pairs(positives, misses, gold_answers, qid, masked_question, rng)
         if self.negatives == "random":
+            # Abl.2, the paper's "w/o PUCT": no rollouts at all (so the priors stay uniform),
+            # positives = shortest gold paths, negatives = random walks, as many pairs as
+            # CPR's prefix-based builders would make from the same positives.
+            found, misses = [], []
+            positives = self._precise(hood, list(dict.fromkeys(gold)), answers)
+            target = len(self._hard_pairs(hood, positives, gold_answers, qid, masked_question, rng))
+            target += len(
+                self._length_pairs(hood, positives, gold_answers, qid, masked_question, rng, hops)
+            )
             pairs = self._random_pairs(
-                hood, positives, topics, gold_answers, qid, masked_question, rng, len(pairs), hops
+                hood, positives, topics, gold_answers, qid, masked_question, rng, target, hops
+            )
+        else:
+            found, misses = self._rollouts(hood, topics, answers, masked_question, hops, rng)
+            lengths = {len(p) for p in gold}
+            # Rollout successes join the positives when they have a gold path's length.
+            extra = [p for p in found if not lengths or len(p) in lengths]
+            positives = self._precise(hood, list(dict.fromkeys([*gold, *extra])), answers)
+            pairs = self._hard_pairs(hood, positives, gold_answers, qid, masked_question, rng)
+            pairs += self._length_pairs(
+                hood, positives, gold_answers, qid, masked_question, rng, hops
+            )
+            pairs += self._near_miss_pairs(
+                positives, misses, gold_answers, qid, masked_question, rng
             )
         self.last_stats = {
             "gold": len(gold),

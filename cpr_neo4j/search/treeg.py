@@ -14,11 +14,12 @@ Per hop t = 1..H:
   4. per parent keep its top-B children by V', then rank all kept children globally by
      V' and keep the top A. Ties break on the relation sequence itself (deterministic).
 
-Simple-path rule: a step u -> v is taken only if v is not a topic entity and not on u's
-recorded witness chain (topic, ..., predecessor of u, u). Because one predecessor is kept
-per (sequence, entity), the chain checked is that witness chain; an entity reachable only
-through another, unrecorded chain of the same sequence may be missed (rare; it needs a
-cycle inside one relation sequence). The predecessor kept is the smallest entity id.
+Simple-path rule (search/frontier.py, shared with open expansion): a step u -> v is taken
+only if v is not a topic entity and not on u's recorded witness chain (topic, ...,
+predecessor of u, u). Because one predecessor is kept per (sequence, entity), the chain
+checked is that witness chain; an entity reachable only through another, unrecorded chain
+of the same sequence may be missed (rare; it needs a cycle inside one relation sequence).
+The predecessor kept is the smallest entity id.
 
 Candidate set P_q: the sequences retained at EVERY hop 1..H, so answers nearer than H
 hops are not lost. Calibration and test must use the same rule (they call this function).
@@ -33,7 +34,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cpr_neo4j.search.base import Edge, NeighbourSource, RelPath, Step
+from cpr_neo4j.search.base import Edge, NeighbourSource, RelPath
+from cpr_neo4j.search.frontier import child_beam, expand, frontier_ids, root
 
 QueryContext = Any  # opaque per-question object made by Scorer.question
 HintBonus = Callable[[list[RelPath]], np.ndarray]
@@ -106,13 +108,6 @@ class Retrieval:
         return best.path, chain[::-1], best.cost
 
 
-@dataclass
-class _Beam:
-    path: RelPath
-    ends: dict[str, str | None]
-    chains: dict[str, tuple[str, ...]]  # entity -> its ancestors (topic first)
-
-
 def retrieve(
     source: NeighbourSource,
     scorer: Scorer,
@@ -180,11 +175,11 @@ def _retrieve(
     topics = list(dict.fromkeys(topics))
     topic_set = set(topics)
     trips0 = source.round_trips
-    frontier = [_Beam((), dict.fromkeys(topics), {t: () for t in topics})]
+    frontier = [root(topics)]
     per_hop: list[list[Candidate]] = []
     for _ in range(hops):
-        ids = sorted(set().union(*(b.ends for b in frontier)))
-        children = _expand(frontier, fetch(ids) if ids else {}, topic_set)
+        ids = frontier_ids(frontier)
+        children = expand(frontier, fetch(ids) if ids else {}, topic_set)
         if not children:
             per_hop.append([])
             frontier = []
@@ -202,34 +197,8 @@ def _retrieve(
         ]
         kept = sorted(kept, key=lambda j: (costs[j], paths[j]))[:active]
         per_hop.append([Candidate(paths[i], float(costs[i]), children[i][1]) for i in kept])
-        frontier = [_child_beam(frontier[children[i][2]], *children[i][:2]) for i in kept]
+        frontier = [child_beam(frontier[children[i][2]], *children[i][:2]) for i in kept]
     return Retrieval(topics, per_hop, source.round_trips - trips0)
-
-
-def _expand(
-    frontier: list[_Beam], nbrs: dict[str, list[Edge]], topics: set[str]
-) -> list[tuple[RelPath, dict[str, str | None], int]]:
-    """Children (path, end -> predecessor, parent index) of every active sequence."""
-    out: list[tuple[RelPath, dict[str, str | None], int]] = []
-    for p, beam in enumerate(frontier):
-        grouped: dict[Step, dict[str, str]] = {}
-        for u in sorted(beam.ends):  # sorted: the smallest predecessor id wins
-            banned = beam.chains[u]
-            for step, v in nbrs.get(u, ()):
-                if v in topics or v == u or v in banned:
-                    continue
-                grouped.setdefault(step, {}).setdefault(v, u)
-        for step in sorted(grouped):
-            reached = grouped[step]
-            ends: dict[str, str | None] = {v: reached[v] for v in sorted(reached)}
-            out.append((beam.path + (step,), ends, p))
-    return out
-
-
-def _child_beam(parent: _Beam, path: RelPath, ends: dict[str, str | None]) -> _Beam:
-    """Witness chains only for kept children: most children are dropped by the beam."""
-    chains = {v: parent.chains[u] + (u,) for v, u in ends.items() if u is not None}
-    return _Beam(path, ends, chains)
 
 
 def _costs(

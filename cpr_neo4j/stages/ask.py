@@ -100,16 +100,20 @@ def ask(
     active: int | None = None,
     hints: HintProvider | None = None,
     hint_beta: float | None = None,
+    hops_filter: int | None = None,
 ) -> AskResult:
     if not text or not text.strip():
         raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
     dataset = _pick_dataset(store, dataset)
-    cal = records.latest_calibration(store, dataset, model_id)
+    cal = records.latest_calibration(store, dataset, model_id, hops_filter)
     if cal is None:
         raise CprError(
             f"dataset {dataset!r} has no calibration"
-            + (f" for model {model_id}" if model_id else "")
+            + (f" for model {model_id}" if model_id else " of a CPR model")
+            + (f" trained on {hops_filter}-hop questions" if hops_filter else "")
             + f": run `cpr calibrate {dataset}`"
+            + (f" --model {model_id}" if model_id else "")
+            + (f" --hops {hops_filter}" if hops_filter else "")
         )
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
     wanted = RetrievalSettings(

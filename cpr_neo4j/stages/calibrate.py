@@ -37,13 +37,26 @@ class CalibrationResult:
 
 
 def resolve_model(
-    store: GraphStore, dataset: str, model_id: str | None, hops: int | None = None
+    store: GraphStore, dataset: str, model_id: str | None, hops_filter: int | None = None
 ) -> str:
+    """`model_id` when given (checked), else the newest CPR model (PUCT pairs, never an
+    ablation) trained on `hops_filter`-hop questions (ALL_HOPS: every hop; None: any)."""
     if model_id:
+        node = records.model_node(store, model_id)
+        if node is None:
+            raise CprError(f"no scoring model {model_id!r} in Neo4j: see `cpr train --help`")
+        if node.get("dataset") != dataset:
+            raise CprError(
+                f"model {model_id} was trained on {node.get('dataset')!r}, not {dataset!r}"
+            )
         return model_id
-    latest = records.latest_model(store, dataset, hops=hops)
+    latest = records.latest_model(store, dataset, negatives="puct", hops_filter=hops_filter)
     if not latest:
-        raise CprError(f"no trained scoring model for {dataset!r}: run `cpr train {dataset}`")
+        which = {None: "", records.ALL_HOPS: " on every hop count"}.get(
+            hops_filter, f" on {hops_filter}-hop questions"
+        )
+        hint = {None: "", records.ALL_HOPS: ""}.get(hops_filter, f" --hops {hops_filter}")
+        raise CprError(f"no CPR model for {dataset!r}{which}: run `cpr train {dataset}{hint}`")
     return latest["id"]
 
 
@@ -58,8 +71,9 @@ def calibrate(
     hint_beta: float = 0.0,
     tick: Callable[[], None] = lambda: None,
     on_questions: Callable[[int], None] = lambda n: None,
+    hops_filter: int | None = None,
 ) -> CalibrationResult:
-    model_id = resolve_model(store, dataset, model_id)
+    model_id = resolve_model(store, dataset, model_id, hops_filter)
     config = read_config(model_id)
     meta = config["meta"]
     if meta.get("dataset") != dataset:

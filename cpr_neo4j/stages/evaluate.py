@@ -1,12 +1,18 @@
-"""`cpr eval`: retrieval + scoring once per question and method, then many random
-calibration/test draws re-threshold the cached numbers (conformal.evaluate).
+"""`cpr eval`: the deployed protocol first, the pooled re-split second.
 
-Question pool = the CPR model's held-out calibration questions + the test split (same hop
-filter); none of them was seen in training, so they are exchangeable. Each draw takes as
-many calibration questions as the model held out (the paper's calibration share) and
-tests on the rest. Methods: CPR (RCVNet, PUCT pairs), Abl.1 (V_sem only), Abl.2 (RCVNet,
-random negatives; trained here with CPR's settings when missing), plus the hop-level and
-top-k baselines computed from CPR's retrievals.
+Headline (conformal.deployed): exactly what a user does. tau comes from the CPR model's
+calibration share (held out from training, as `cpr calibrate` uses it) and every question
+of the evaluation split is answered with that one tau, with gold topic entities (as
+`cpr ask --entity` would). Second view (conformal.evaluate): the calibration share and
+the evaluation split pooled and re-split at random.
+
+Evaluation split: `test`, or `inner-dev`, the share of the training split that training
+and calibration never saw (the model records its ids): every default is chosen there.
+
+Methods: CPR (RCVNet, PUCT pairs), Abl.1 (V_sem only), Abl.2 (RCVNet, "w/o PUCT": shortest
+gold paths against random negatives; trained here with CPR's settings when missing), top-k
+from CPR's ranking, and the UaG-style hop-level baselines (stages.hoplevel: open expansion
+with per-hop V_sem thresholds, Bonferroni-corrected and uncorrected).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cpr_neo4j.conformal.deployed import DeployedResults, ci_test_only, deployed, row
 from cpr_neo4j.conformal.evaluate import (
     EvalResults,
     QuestionRecord,
@@ -31,12 +38,17 @@ from cpr_neo4j.model.encoder import TextEncoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.base import CachedNeighbours
+from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.stages.calibrate import resolve_model
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
 from cpr_neo4j.stages.train import TrainSettings, train
 
-METHODS = {"cpr": "CPR", "abl1": "Abl.1 (V_sem)", "abl2": "Abl.2 (random neg.)"}
+METHODS = {"cpr": "CPR", "abl1": "Abl.1 (V_sem)", "abl2": "Abl.2 (w/o PUCT)"}
 MARGIN = "CPR, margin score"
+INNER_DEV = "inner-dev"
+
+Progress = Callable[[str, int], Callable[[], None]]
 
 
 def margin_record(rec: QuestionRecord) -> QuestionRecord:
@@ -48,116 +60,232 @@ def margin_record(rec: QuestionRecord) -> QuestionRecord:
     """
     best = min(rec.answer_costs.values(), default=0.0)
     costs = {a: c - best for a, c in rec.answer_costs.items()}
-    return QuestionRecord(rec.qid, rec.gold, costs, rec.top, None)
+    return QuestionRecord(rec.qid, rec.gold, costs, rec.top)
 
 
 @dataclass
 class EvalSettings:
     dataset: str
     alphas: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
-    repeats: int = 20
+    repeats: int = 20  # pooled view: random re-splits
     methods: tuple[str, ...] = ("cpr", "abl1", "abl2")
-    hops: int | None = None  # pick the CPR model trained at this depth
-    split: str = "test"
-    max_questions: int | None = None  # subsample the test split (seeded); None = all
+    hops: int | None = None  # question hop filter (None: every hop count, the mixed setting)
+    split: str = "test"  # or "inner-dev"
+    model_id: str | None = None  # default: the newest CPR model for the hop filter
+    max_questions: int | None = None  # subsample the evaluation split (seeded); None = all
+    hop_level: bool = True
+    hop_level_questions: int | None = 1000  # open expansion is slow on hubs: a seeded sample
     beam_width: int = 32
     active: int = 32
+    hints: HintProvider | None = None
+    hint_beta: float = 0.0
+    boot: int = 1000
     seed: int = 0
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def hint_mode(self) -> str:
+        return self.hints.mode if self.hints is not None and self.hint_beta else "none"
+
+
+@dataclass
+class EvalOutput:
+    deployed: DeployedResults
+    pooled: EvalResults
+    model_id: str
+    models: dict[str, str]  # method -> the model id that scored it
+    files: dict[str, Path]
+
+
+def _abl2(store: GraphStore, cpr_meta: dict, say: Callable[[str], None]) -> str:
+    """An Abl.2 model trained after CPR's on the same question shares, else a new one."""
+    found = records.latest_model(
+        store,
+        cpr_meta["dataset"],
+        negatives="random",
+        hops_filter=cpr_meta.get("hops_filter") or records.ALL_HOPS,
+    )
+    if found and found["created"] >= cpr_meta["created"]:
+        meta = read_config(found["id"])["meta"]
+        if all(meta.get(k) == cpr_meta.get(k) for k in ("calibration_ids", "inner_dev_ids")):
+            return found["id"]
+    say("Abl.2: no w/o-PUCT model with CPR's calibration share; training one now")
+    result = train(store, replace(TrainSettings(**cpr_meta["settings"]), negatives="random"))
+    return result.model_id
+
 
 def _scorer(
-    store: GraphStore,
-    s: EvalSettings,
-    method: str,
-    cpr_meta: dict,
-    encoder: TextEncoder,
-    say: Callable[[str], None],
-) -> PathScorer:
+    store: GraphStore, method: str, meta: dict, encoder: TextEncoder, say: Callable[[str], None]
+) -> tuple[PathScorer, str]:
     if method == "cpr":
-        return load_scorer(cpr_meta["model_id"], encoder)
+        return load_scorer(meta["model_id"], encoder), meta["model_id"]
     if method == "abl1":
-        return PathScorer(encoder, records.relation_text(store, s.dataset))
-    found = records.latest_model(store, s.dataset, negatives="random", hops=cpr_meta["hops"])
-    # An Abl.2 model counts only if trained after CPR's, on the same calibration share.
-    if (
-        found
-        and found["created"] >= cpr_meta["created"]
-        and read_config(found["id"])["meta"]["calibration_ids"] == cpr_meta["calibration_ids"]
-    ):
-        return load_scorer(found["id"], encoder)
-    say("Abl.2: no random-negative model with CPR's calibration share; training one now")
-    base = TrainSettings(**cpr_meta["settings"])
-    result = train(store, replace(base, negatives="random"))
-    s.notes.append(f"Abl.2 model {result.model_id} trained by this run")
-    return load_scorer(result.model_id, encoder)
+        scorer = PathScorer(encoder, records.relation_text(store, meta["dataset"]))
+        return scorer, scorer.model_id
+    model_id = _abl2(store, meta, say)
+    return load_scorer(model_id, encoder), model_id
 
 
-def pool(store: GraphStore, s: EvalSettings, meta: dict) -> tuple[list[qsel.Question], int]:
-    """(questions, calibration size): held-out calibration questions + the test split."""
-    cal = qsel.load(
-        store, s.dataset, meta["split"], meta.get("hops_filter"), set(meta["calibration_ids"])
-    )
-    test = qsel.load(store, s.dataset, s.split, meta.get("hops_filter"))
-    if not test:
+def questions(
+    store: GraphStore, s: EvalSettings, meta: dict
+) -> tuple[list[qsel.Question], list[qsel.Question]]:
+    """(calibration share, evaluation questions) for the model's hop filter."""
+    hops = meta.get("hops_filter")
+    cal = qsel.load(store, s.dataset, meta["split"], hops, set(meta["calibration_ids"]))
+    if s.split == INNER_DEV:
+        ids = set(meta.get("inner_dev_ids") or [])
+        if not ids:
+            raise CprError(
+                f"model {meta['model_id']} records no inner dev split: retrain it with `cpr train`"
+            )
+        target = qsel.load(store, s.dataset, meta["split"], hops, ids)
+    else:
+        target = qsel.load(store, s.dataset, s.split, hops)
+    if not cal:
+        raise CprError(f"model {meta['model_id']} lists no calibration questions in {s.dataset!r}")
+    if not target:
         raise CprError(f"dataset {s.dataset!r} has no {s.split} questions to evaluate on")
-    if s.max_questions and len(test) > s.max_questions:
-        test = random.Random(s.seed).sample(test, s.max_questions)
-        s.notes.append(f"test split subsampled to {s.max_questions} questions (seed {s.seed})")
-    return cal + test, len(cal)
+    if s.max_questions and len(target) > s.max_questions:
+        target = random.Random(s.seed).sample(target, s.max_questions)
+        s.notes.append(f"{s.split} split subsampled to {s.max_questions} questions (seed {s.seed})")
+    return cal, target
+
+
+def _records(
+    retriever: Retriever, qs: list[qsel.Question], tick: Callable[[], None]
+) -> list[QuestionRecord]:
+    out = []
+    for q in qs:
+        out.append(
+            record_from_retrieval(q.id, q.answers, retriever.run(q.masked, q.topics, q.text))
+        )
+        tick()
+    return out
 
 
 def run(
     store: GraphStore,
     s: EvalSettings,
     say: Callable[[str], None] = print,
-    progress: Callable[[str, int], Callable[[], None]] | None = None,
-) -> tuple[EvalResults, dict[str, Path]]:
-    cpr = records.latest_model(store, s.dataset, negatives="puct", hops=s.hops)
-    if not cpr:
-        raise CprError(
-            f"no CPR model for {s.dataset!r}"
-            + (f" at {s.hops} hops" if s.hops else "")
-            + f": run `cpr train {s.dataset}"
-            + (f" --hops {s.hops}`" if s.hops else "`")
-        )
-    meta = {**read_config(cpr["id"])["meta"], "model_id": cpr["id"], "created": cpr["created"]}
-    questions, n_cal = pool(store, s, meta)
-    settings = RetrievalSettings(hops=meta["hops"], beam_width=s.beam_width, active=s.active)
+    progress: Progress | None = None,
+    out_dir: str | Path | None = None,
+) -> EvalOutput:
+    hops_filter = s.hops or records.ALL_HOPS
+    model_id = resolve_model(store, s.dataset, s.model_id, hops_filter)
+    node = records.model_node(store, model_id) or {}
+    meta = {
+        **read_config(model_id)["meta"],
+        "model_id": model_id,
+        "created": node.get("created", ""),
+    }
+    if meta.get("negatives", node.get("negatives", "puct")) != "puct" and "cpr" in s.methods:
+        s.notes.append(f"model {model_id} is not a CPR (PUCT) model: its rows are labelled CPR")
+    cal_qs, test_qs = questions(store, s, meta)
+    everyone = cal_qs + test_qs
+    settings = RetrievalSettings(
+        hops=meta["hops"],
+        beam_width=s.beam_width,
+        active=s.active,
+        hint_mode=s.hint_mode,
+        hint_beta=s.hint_beta if s.hint_mode != "none" else 0.0,
+    )
     # One neighbour cache for the whole run: every method and question shares it.
     source = CachedNeighbours(Neo4jNeighbours(store, s.dataset, settings.fanout_cap))
     encoder = TextEncoder()
-    by_method: dict[str, list[QuestionRecord]] = {}
+    step = progress or (lambda name, n: lambda: None)
+    cal_by: dict[str, list[QuestionRecord]] = {}
+    test_by: dict[str, list[QuestionRecord]] = {}
+    used: dict[str, str] = {}
     for method in s.methods:
-        scorer = _scorer(store, s, method, meta, encoder, say)
-        retriever = Retriever(store, s.dataset, scorer, settings, source=source)
-        scorer.questions([q.masked for q in questions])
-        tick = progress(METHODS[method], len(questions)) if progress else (lambda: None)
-        recs = []
-        for q in questions:
-            rec = record_from_retrieval(q.id, q.answers, retriever.run(q.masked, q.topics))
-            if method != "cpr":
-                rec.sequences = None  # only CPR feeds the hop-level baseline
-            recs.append(rec)
-            tick()
-        by_method[METHODS[method]] = recs
+        scorer, used[METHODS[method]] = _scorer(store, method, meta, encoder, say)
+        retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source=source)
+        scorer.questions([q.masked for q in everyone])
+        tick = step(METHODS[method], len(everyone))
+        cal_by[METHODS[method]] = _records(retriever, cal_qs, tick)
+        test_by[METHODS[method]] = _records(retriever, test_qs, tick)
         if method == "cpr":
-            by_method[MARGIN] = [margin_record(r) for r in recs]
-    results = evaluate(
-        by_method,
-        s.alphas,
-        repeats=s.repeats,
-        cal_size=n_cal,
-        seed=s.seed,
-        baselines_from=METHODS["cpr"] if "cpr" in s.methods else None,
+            cal_by[MARGIN] = [margin_record(r) for r in cal_by[METHODS[method]]]
+            test_by[MARGIN] = [margin_record(r) for r in test_by[METHODS[method]]]
+    cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
+    hint_rows = {m: s.hint_mode for m in cal_by}
+    headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows)
+    if s.hop_level:
+        _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, step)
+    pooled_in = {m: cal_by[m] + test_by[m] for m in cal_by}
+    pooled = evaluate(
+        pooled_in, s.alphas, s.repeats, cal_size=len(cal_qs), seed=s.seed, baselines_from=cpr_name
     )
-    results.notes = [
-        *s.notes,
-        f"CPR model {cpr['id']}, H = {meta['hops']}, "
-        f"B = {s.beam_width}, A = {s.active}, candidates = paths retained at every "
-        f"hop 1..H",
-        *results.notes,
-    ]
-    split = s.split + (f"-{meta['hops_filter']}hop" if meta.get("hops_filter") else "-all")
-    files = write_report(results, results_dir(s.dataset, cpr["id"], split))
-    return results, files
+    setting = (
+        f"model {model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
+        f"H = {meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}; "
+        f"models per method: " + ", ".join(f"{m} = {i}" for m, i in used.items())
+    )
+    headline.notes = [*s.notes, setting, *headline.notes]
+    pooled.notes = [*s.notes, setting, *pooled.notes]
+    split = s.split + (f"-{s.hops}hop" if s.hops else "-all")
+    out = Path(out_dir) if out_dir else results_dir(s.dataset, model_id, split)
+    files = write_report(headline, pooled, out, title=f"{s.dataset} {split}")
+    return EvalOutput(headline, pooled, model_id, used, files)
+
+
+def _add_hop_level(
+    store: GraphStore,
+    s: EvalSettings,
+    headline: DeployedResults,
+    cal_qs: list[qsel.Question],
+    test_qs: list[qsel.Question],
+    meta: dict,
+    encoder: TextEncoder,
+    source: CachedNeighbours,
+    step: Progress,
+) -> None:
+    """UaG-style rows: per-hop V_sem thresholds from the calibration share, open expansion."""
+    from cpr_neo4j.stages.hoplevel import run_hop_level
+
+    if not s.hops:
+        headline.notes.append(
+            "hop-level baselines need a fixed hop count (their answers are the ends at hop H): "
+            "not run in the mixed setting"
+        )
+        return
+    sample = test_qs
+    if s.hop_level_questions and len(test_qs) > s.hop_level_questions:
+        sample = random.Random(s.seed + 1).sample(test_qs, s.hop_level_questions)
+        headline.notes.append(
+            f"hop-level rows: {len(sample)} of the {len(test_qs)} evaluation questions "
+            f"(seeded sample; open expansion is slow on hub entities)"
+        )
+    vsem = PathScorer(encoder, records.relation_text(store, s.dataset))
+    out = run_hop_level(
+        store,
+        s.dataset,
+        vsem,
+        cal_qs,
+        sample,
+        meta["hops"],
+        s.alphas,
+        source,
+        tick=step("hop-level (open expansion)", len(cal_qs) + len(sample)),
+    )
+    import numpy as np
+
+    rng = np.random.default_rng(s.seed)
+    for variant, by_alpha in out["results"].items():
+        headline.methods.append(variant)
+        for a in s.alphas:
+            r = by_alpha[a]
+            hit, size = np.asarray(r["covered"], bool), np.asarray(r["size"], float)
+            headline.rows.append(
+                row(
+                    variant,
+                    a,
+                    [float(t) for t in r["taus"]],
+                    hit,
+                    size,
+                    float("nan"),
+                    float("nan"),
+                    ci_test_only(hit, s.boot, rng),
+                )
+            )
+    for note in out.get("notes", []):
+        headline.notes.append(note)

@@ -2,7 +2,9 @@
 
 Choices (recorded in the model's config):
 - training questions = the training split ('train', else 'dev') of the requested hop count,
-  minus a seeded calibration share (10%) that `cpr calibrate` uses and training never sees;
+  minus a seeded calibration share (10%) that `cpr calibrate` uses and training never sees,
+  minus a seeded inner dev share (10% of the rest) that training and calibration never see:
+  `cpr eval --split inner-dev` answers it, and every default is chosen there, never on test;
 - a further 10% of the training questions is held out to report pairwise accuracy;
 - at most `max_questions` training questions are rolled out: MetaQA's questions collapse to
   a few hundred templates, so more mostly repeats the same pairs.
@@ -35,6 +37,7 @@ class TrainSettings:
     negatives: str = "puct"  # or "random" (Abl.2)
     cal_share: float = 0.1
     heldout_share: float = 0.1
+    dev_share: float = 0.1  # inner dev split for choosing defaults (never trained on)
     max_questions: int = 2000
     rollouts: int = 32
     c_puct: float = 2.0
@@ -112,6 +115,7 @@ def train(
             + (f" with {s.hops} hops" if s.hops else "")
         )
     rest, cal = qsel.split_off(pool, s.cal_share, s.seed)
+    rest, inner_dev = qsel.split_off(rest, s.dev_share, s.seed + 2)
     rest = rest[: s.max_questions]
     fit, held = qsel.split_off(rest, s.heldout_share, s.seed + 1)
     on_questions(len(rest))
@@ -124,7 +128,8 @@ def train(
     fit_pairs, fit_stats = collect(store, s, vsem, priors, fit, depth, tick)
     held_pairs, _ = collect(store, s, vsem, priors, held, depth, tick)
     collect_seconds = time.perf_counter() - t0
-    records.save_priors(store, s.dataset, priors.to_dict())
+    if s.negatives == "puct":  # Abl.2 has no rollouts: its priors stay uniform, unsaved
+        records.save_priors(store, s.dataset, priors.to_dict())
 
     scorer = PathScorer(encoder, relation_text, priors.rho_map(), device=s.device)
     report = train_rcvnet(
@@ -141,6 +146,7 @@ def train(
         "questions_train": len(fit),
         "questions_heldout": len(held),
         "questions_cal": len(cal),
+        "questions_inner_dev": len(inner_dev),
         "pairs_train": len(fit_pairs),
         "pairs_heldout": len(held_pairs),
         "rollouts": fit_stats["rollouts"],
@@ -164,6 +170,8 @@ def train(
         "figures": figures,
         "priors": priors.to_dict(),
         "calibration_ids": sorted(q.id for q in cal),
+        "inner_dev_ids": sorted(q.id for q in inner_dev),
+        "training_ids": sorted(q.id for q in rest),  # rolled out (fit + held-out pairs)
     }
     folder = save_scorer(scorer, meta)
     model_id = scorer.model_id
@@ -174,6 +182,7 @@ def train(
             "dataset": s.dataset,
             "split": split,
             "hops": depth,
+            "hops_filter": s.hops or records.ALL_HOPS,
             "negatives": s.negatives,
             "created": datetime.now(timezone.utc).isoformat(),
             "path": str(folder),

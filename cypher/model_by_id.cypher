@@ -1,0 +1,3 @@
+// Returns the ScoringModel with id $id, or nothing.
+MATCH (m:ScoringModel {id: $id})
+RETURN m

@@ -1,0 +1,138 @@
+"""The evaluation stage on real MetaQA in a real Neo4j: question shares, model selection,
+the deployed protocol against `cpr calibrate`, and the train -> eval -> calibrate -> ask
+sequence serving CPR (never the ablation eval trains)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from cpr_neo4j.graph import records
+from cpr_neo4j.model.store import read_config
+from cpr_neo4j.stages.ask import ask
+from cpr_neo4j.stages.calibrate import calibrate, resolve_model
+from cpr_neo4j.stages.evaluate import INNER_DEV, EvalSettings, run
+from cpr_neo4j.stages.train import TrainSettings, train
+
+pytestmark = [pytest.mark.neo4j, pytest.mark.slow]
+
+SMALL = {"max_questions": 80, "rollouts": 8, "cal_share": 0.05, "dev_share": 0.02}
+ALPHAS = (0.1, 0.3, 0.5)
+
+
+@pytest.fixture(scope="module")
+def models(store, metaqa, tmp_path_factory):
+    """CPR at 1 hop, then eval (which trains Abl.2 at 1 hop), then CPR at 2 hops."""
+    from cpr_neo4j.config import credentials_file
+
+    mp = pytest.MonkeyPatch()
+    home = tmp_path_factory.mktemp("cpr_home_eval")
+    if credentials_file().exists():
+        (home / "neo4j").mkdir()
+        shutil.copy(credentials_file(), home / "neo4j" / "credentials.json")
+    mp.setenv("CPR_HOME", str(home))
+    cpr1 = train(store, TrainSettings("metaqa", hops=1, **SMALL)).model_id
+    evaluated = run(
+        store,
+        EvalSettings(
+            "metaqa",
+            alphas=ALPHAS,
+            repeats=3,
+            hops=1,
+            max_questions=150,
+            hop_level_questions=30,
+            boot=200,
+        ),
+        say=lambda _: None,
+        out_dir=home / "report",
+    )
+    cpr2 = train(store, TrainSettings("metaqa", hops=2, **SMALL)).model_id
+    yield {"cpr1": cpr1, "cpr2": cpr2, "eval": evaluated}
+    store.query(
+        "MATCH (n) WHERE (n:ScoringModel AND n.id IN $ids) OR (n:Calibration AND n.model_id "
+        "IN $ids) OR (n:Ask AND n.model_id IN $ids) DETACH DELETE n",
+        {"ids": [cpr1, cpr2, evaluated.models["Abl.2 (w/o PUCT)"]]},
+        write=True,
+    )
+    mp.undo()
+
+
+def test_calibration_inner_dev_and_training_questions_never_overlap(models):
+    meta = read_config(models["cpr1"])["meta"]
+    cal, dev, fit = (set(meta[k]) for k in ("calibration_ids", "inner_dev_ids", "training_ids"))
+    assert cal and dev and fit
+    assert not (cal & dev) and not (cal & fit) and not (dev & fit)
+
+
+def test_default_model_is_cpr_for_the_hop_filter_never_the_ablation(store, models):
+    assert resolve_model(store, "metaqa", None, 1) == models["cpr1"]  # Abl.2 is newer
+    assert resolve_model(store, "metaqa", None, 2) == models["cpr2"]  # same depth rule
+    node = records.model_node(store, models["cpr1"])
+    assert node["negatives"] == "puct" and node["hops_filter"] == 1
+
+
+def test_abl2_is_trained_without_puct(store, models):
+    abl2 = models["eval"].models["Abl.2 (w/o PUCT)"]
+    node = records.model_node(store, abl2)
+    assert node["negatives"] == "random" and node["rollout_successes"] == 0
+    assert set(read_config(abl2)["rho"].values()) <= {0.5}  # uniform priors
+
+
+def test_deployed_tau_is_the_tau_cpr_calibrate_writes(store, models):
+    cal = calibrate(store, "metaqa", models["cpr1"], alphas=ALPHAS)
+    head = models["eval"].deployed
+    for a in ALPHAS:
+        assert head.row("CPR", a).tau == pytest.approx(cal.taus[a])
+    assert head.n_cal == cal.n
+
+
+def test_the_report_has_both_views_and_the_fair_hop_level_baseline(models):
+    out = models["eval"]
+    methods = out.deployed.methods
+    assert {"CPR", "Abl.1 (V_sem)", "Abl.2 (w/o PUCT)", "top-k (CPR)"} <= set(methods)
+    hop = [m for m in methods if m.startswith("UaG hop-level")]
+    assert len(hop) == 2
+    for m in hop:
+        for a in ALPHAS:
+            row = out.deployed.row(m, a)
+            assert len(row.tau) == 1 and row.n_test == 30 and 0 <= row.ecr <= 1
+    # Bonferroni at H = 1 is the uncorrected threshold
+    assert out.deployed.row(hop[0], 0.1).tau == out.deployed.row(hop[1], 0.1).tau
+    assert {r.method for r in out.pooled.rows} >= {"CPR", "top-k (CPR)"}
+    assert [x.method for x in out.deployed.exchangeability][0] == "CPR"
+    for kind in ("json", "markdown", "ecr_plot", "apss_plot"):
+        assert out.files[kind].exists()
+
+
+def test_train_eval_calibrate_ask_serves_cpr(store, models):
+    abl2 = models["eval"].models["Abl.2 (w/o PUCT)"]
+    calibrate(store, "metaqa", abl2, alphas=ALPHAS)  # a newer calibration, of the ablation
+    cal = calibrate(store, "metaqa", alphas=ALPHAS, hops_filter=1)
+    assert cal.model_id == models["cpr1"]
+    calibrate(store, "metaqa", abl2, alphas=ALPHAS)  # the ablation's again, newest of all
+    r = ask(store, "which movies did [Ridley Scott] direct", 0.3, "metaqa", hops_filter=1)
+    assert r.model_id == models["cpr1"]
+    pinned = ask(store, "which movies did [Ridley Scott] direct", 0.3, "metaqa", model_id=abl2)
+    assert pinned.model_id == abl2  # --model still reaches it on purpose
+
+
+def test_inner_dev_split_is_answered(store, models):
+    out = run(
+        store,
+        EvalSettings(
+            "metaqa",
+            alphas=(0.3,),
+            repeats=2,
+            hops=1,
+            methods=("cpr",),
+            split=INNER_DEV,
+            hop_level=False,
+            boot=100,
+            model_id=models["cpr1"],
+        ),
+        say=lambda _: None,
+        out_dir=None,
+    )
+    dev = set(read_config(models["cpr1"])["meta"]["inner_dev_ids"])
+    assert 0 < out.deployed.n_test <= len(dev)
