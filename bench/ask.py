@@ -31,7 +31,7 @@ DATASET = "metaqa"
 
 
 def scorer_for(store: GraphStore, hops: int, encoder: TextEncoder) -> tuple[PathScorer, str]:
-    model = records.latest_model(store, DATASET, negatives="puct", hops=hops)
+    model = records.latest_model(store, DATASET, negatives="puct", hops_filter=hops)
     if model:
         return load_scorer(model["id"], encoder), model["id"]
     return PathScorer(encoder, records.relation_text(store, DATASET)), "V_sem (no model trained)"

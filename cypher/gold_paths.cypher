@@ -1,4 +1,5 @@
-// Training: shortest paths (at most 4 hops; callers drop longer ones) from each topic to each gold answer in $pairs [{topic, answer}].
+// Training: shortest paths (at most 4 hops; callers drop longer ones) from each topic to each gold answer in $pairs [{topic, answer}],
+// at most $max_paths per pair: the first by (relationship types, directions, node ids), whatever the store order.
 // Returns topic, answer and steps = [[relationship type, forward?, next entity id], ...] per path.
 UNWIND $pairs AS pair
 MATCH (t:Entity {dataset: $dataset, id: pair.topic})
@@ -6,8 +7,12 @@ MATCH (a:Entity {dataset: $dataset, id: pair.answer})
 CALL (t, a) {
   MATCH p = allShortestPaths((t)-[*..4]-(a))
   WHERE all(n IN nodes(p) WHERE n:Entity)
-  RETURN p LIMIT $max_paths
+  WITH p, relationships(p) AS rels, nodes(p) AS ns
+  WITH [r IN rels | type(r)] AS types,
+       [i IN range(0, size(rels) - 1) | startNode(rels[i]) = ns[i]] AS forwards,
+       [n IN ns | n.id] AS ids
+  ORDER BY types, forwards, ids
+  LIMIT $max_paths
+  RETURN [i IN range(0, size(types) - 1) | [types[i], forwards[i], ids[i + 1]]] AS steps
 }
-RETURN pair.topic AS topic, pair.answer AS answer,
-       [i IN range(0, length(p) - 1) |
-         [type(relationships(p)[i]), startNode(relationships(p)[i]) = nodes(p)[i], nodes(p)[i + 1].id]] AS steps
+RETURN pair.topic AS topic, pair.answer AS answer, steps
