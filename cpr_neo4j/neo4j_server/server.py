@@ -138,7 +138,8 @@ def install(bolt_port: int | None = None, http_port: int | None = None, echo=pri
         settings["uri"] = f"bolt://127.0.0.1:{bolt_port}"
         settings["http"] = f"http://127.0.0.1:{http_port}"
     else:
-        password = secrets.token_urlsafe(18)
+        # A leading '-' would be read by neo4j-admin as an option (1 install in 64 failed).
+        password = "p" + secrets.token_urlsafe(18)
         result = _admin("dbms", "set-initial-password", password)
         if result.returncode != 0:
             raise CprError(
