@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.evaluate import Queries, QuestionRecord
+from cpr_neo4j.conformal.evaluate import Queries, QuestionRecord, RowTable
 from cpr_neo4j.conformal.threshold import conformal_rank
 
 BOOT_CHUNK = 100  # bootstrap replicates per numpy batch (bounds memory on big test splits)
@@ -67,7 +66,7 @@ class Exchangeability:
 
 
 @dataclass
-class DeployedResults:
+class DeployedResults(RowTable):
     rows: list[DeployedRow]
     exchangeability: list[Exchangeability]
     methods: list[str]
@@ -77,15 +76,6 @@ class DeployedResults:
     boot: int
     seed: int
     notes: list[str] = field(default_factory=list)
-
-    def row(self, method: str, alpha: float) -> DeployedRow:
-        for r in self.rows:
-            if r.method == method and math.isclose(r.alpha, alpha):
-                return r
-        raise KeyError((method, alpha))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def threshold(cal_scores: np.ndarray, alpha: float) -> float:

@@ -73,8 +73,23 @@ class Row:
     inf_tau: float  # fraction of splits with tau = +inf; see notes
 
 
+class RowTable:
+    """Lookup and JSON for a results dataclass holding `rows` with method and alpha."""
+
+    rows: list
+
+    def row(self, method: str, alpha: float):
+        for r in self.rows:
+            if r.method == method and math.isclose(r.alpha, alpha):
+                return r
+        raise KeyError((method, alpha))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
-class EvalResults:
+class EvalResults(RowTable):
     rows: list[Row]
     methods: list[str]
     alphas: list[float]
@@ -84,15 +99,6 @@ class EvalResults:
     n_test: int
     seed: int
     notes: list[str] = field(default_factory=list)
-
-    def row(self, method: str, alpha: float) -> Row:
-        for r in self.rows:
-            if r.method == method and math.isclose(r.alpha, alpha):
-                return r
-        raise KeyError((method, alpha))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Queries:

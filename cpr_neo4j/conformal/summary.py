@@ -20,13 +20,12 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 ALPHAS = (0.1, 0.3, 0.5)
 
 
-def _cell(row: dict | None) -> str:
+def _cell(row: dict | None, interval: bool = True) -> str:
     if row is None:
         return "–"
     mark = " **!**" if row["ecr_hi"] < 1 - row["alpha"] - 1e-12 else ""
-    return (
-        f"{row['ecr']:.3f}{mark} ({row['ecr_lo']:.3f}–{row['ecr_hi']:.3f}) / {row['apss']:.2f}"
-    )
+    ci = f" ({row['ecr_lo']:.3f}–{row['ecr_hi']:.3f})" if interval else ""
+    return f"{row['ecr']:.3f}{mark}{ci} / {row['apss']:.2f}"
 
 
 def _num(x: float | None) -> str:
@@ -59,6 +58,37 @@ def table(report: dict, folder: str) -> str:
     return "\n".join(out)
 
 
+def defaults_table(results_dir: Path) -> str:
+    """Inner dev comparisons behind the defaults: anchor 0 vs 1.0, CPR vs Abl.2."""
+    out = [
+        "**Defaults, chosen on the inner dev split** (training questions never used to train "
+        "or calibrate; ECR / APSS):",
+        "",
+        "| hops | model | " + " | ".join(f"α={a:g}" for a in ALPHAS) + " | Hits@1 |",
+        "|---|---|" + "---:|" * (len(ALPHAS) + 1),
+    ]
+    for path in sorted(results_dir.glob("*-innerdev/results.json")):
+        hops = path.parent.name.split("-")[1]
+        variants = [
+            ("CPR, --anchor 0", path.parent.with_name(path.parent.name + "-anchor0"), "CPR")
+        ]
+        variants += [("CPR (default, --anchor 1)", path.parent, "CPR")]
+        variants += [("Abl.2 (w/o PUCT)", path.parent, "Abl.2 (w/o PUCT)")]
+        for label, folder, method in variants:
+            f = folder / "results.json"
+            if not f.exists():
+                continue
+            d = json.loads(f.read_text())["deployed"]
+            rows = {round(r["alpha"], 6): r for r in d["rows"] if r["method"] == method}
+            if not rows:
+                continue
+            cells = " | ".join(_cell(rows.get(a), interval=False) for a in ALPHAS)
+            out.append(
+                f"| {hops} | {label} | {cells} | {_num(next(iter(rows.values()))['hits1'])} |"
+            )
+    return "\n".join(out)
+
+
 def section(results_dir: Path) -> str:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
@@ -69,7 +99,9 @@ def section(results_dir: Path) -> str:
         "APSS; **!** marks an ECR whose whole interval lies below 1 - alpha.",
     ]
     for path in sorted(results_dir.glob("*/results.json")):
-        parts.append(table(json.loads(path.read_text()), path.parent.name))
+        if "innerdev" not in path.parent.name:
+            parts.append(table(json.loads(path.read_text()), path.parent.name))
+    parts.append(defaults_table(results_dir))
     return "\n\n".join(parts)
 
 
