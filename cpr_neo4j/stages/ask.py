@@ -111,9 +111,10 @@ def ask(
             f"dataset {dataset!r} has no calibration"
             + (f" for model {model_id}" if model_id else " of a CPR model")
             + (f" trained on {hops_filter}-hop questions" if hops_filter else "")
-            + f": run `cpr calibrate {dataset}`"
+            + f": run `cpr calibrate {dataset}"
             + (f" --model {model_id}" if model_id else "")
             + (f" --hops {hops_filter}" if hops_filter else "")
+            + "`"
         )
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
     wanted = RetrievalSettings(
