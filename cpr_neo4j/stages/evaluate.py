@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from cpr_neo4j.conformal.deployed import DeployedResults, ci_test_only, deployed, row
 from cpr_neo4j.conformal.evaluate import (
     EvalResults,
@@ -41,6 +43,7 @@ from cpr_neo4j.search.base import CachedNeighbours
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import resolve_model
+from cpr_neo4j.stages.hoplevel import run_hop_level
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
 from cpr_neo4j.stages.train import TrainSettings, train
 
@@ -178,7 +181,7 @@ def run(
         "model_id": model_id,
         "created": node.get("created", ""),
     }
-    if meta.get("negatives", node.get("negatives", "puct")) != "puct" and "cpr" in s.methods:
+    if node.get("negatives", "puct") != "puct" and "cpr" in s.methods:
         s.notes.append(f"model {model_id} is not a CPR (PUCT) model: its rows are labelled CPR")
     cal_qs, test_qs = questions(store, s, meta)
     everyone = cal_qs + test_qs
@@ -240,8 +243,6 @@ def _add_hop_level(
     step: Progress,
 ) -> None:
     """UaG-style rows: per-hop V_sem thresholds from the calibration share, open expansion."""
-    from cpr_neo4j.stages.hoplevel import run_hop_level
-
     if not s.hops:
         headline.notes.append(
             "hop-level baselines need a fixed hop count (their answers are the ends at hop H): "
@@ -267,8 +268,6 @@ def _add_hop_level(
         source,
         tick=step("hop-level (open expansion)", len(cal_qs) + len(sample)),
     )
-    import numpy as np
-
     rng = np.random.default_rng(s.seed)
     for variant, by_alpha in out["results"].items():
         headline.methods.append(variant)
