@@ -13,3 +13,12 @@ class ConnectionFailed(CprError):
 
 class BadInput(CprError):
     exit_code = 3
+
+
+class Unattainable(BadInput):
+    """An alpha the calibration cannot honour (too few questions, or retrieval recall)."""
+
+
+class Conflict(CprError):
+    """The request and the stored state disagree, e.g. no calibration matches the model or
+    settings asked for (`cpr serve` answers 409)."""

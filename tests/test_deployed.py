@@ -91,7 +91,7 @@ def test_intervals():
     assert lo < hits.mean() < hi
     assert hi - lo == pytest.approx(2 * 1.96 * se, rel=0.2)  # the normal approximation
     cal, test = rng.normal(size=300), rng.normal(size=2000)
-    lo2, hi2 = ci_cal_and_test(cal, test, 0.1, 1000, rng)
+    lo2, hi2, _ = ci_cal_and_test(cal, test, 0.1, 1000, rng)
     lo1, hi1 = ci_test_only(covered(test, threshold(cal, 0.1)), 1000, rng)
     assert hi2 - lo2 > hi1 - lo1  # redrawing the calibration share adds its spread
 

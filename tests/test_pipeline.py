@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cpr_neo4j.errors import CprError
+from cpr_neo4j.errors import CprError, Unattainable
 from cpr_neo4j.graph import records
 from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import calibrate, tau_for
@@ -89,6 +89,40 @@ def test_ask_returns_the_gold_answer_with_a_browsable_record(store, trained, neo
     assert any(row["r"].type == "directed_by" for row in paths)
     if neo4j_settings.source != "environment" and neo4j_settings.source != "testcontainers":
         assert r.browser_url.startswith("http://127.0.0.1:") and "cmd=edit" in r.browser_url
+
+
+def test_calibration_stores_the_attainable_range(store, trained):
+    result, cal = trained
+    node = records.latest_calibration(store, "metaqa", result.model_id)
+    finite = sum(math.isfinite(s) for s in node["scores"])
+    assert node["n_finite"] == finite and node["recall"] == pytest.approx(finite / node["n"])
+    assert node["alpha_min"] == pytest.approx(1 - finite / (node["n"] + 1))
+    assert cal.alpha_min == node["alpha_min"] and node.get("delta") is None
+
+
+def test_unattainable_alpha_is_refused_and_answered_only_on_request(store, trained):
+    result, cal = trained
+    q, tiny = "what was [Shane Acker] the director of", 0.5 / (cal.n + 1)  # k > n
+    with pytest.raises(Unattainable, match="too few"):
+        ask(store, q, tiny, "metaqa", model_id=result.model_id)
+    assert not store.query(
+        "MATCH (a:Ask {model_id: $m}) WHERE a.alpha = $a RETURN a",
+        {"m": result.model_id, "a": tiny},
+    )[0]  # a refusal records nothing
+    r = ask(store, q, tiny, "metaqa", model_id=result.model_id, all_candidates=True)
+    assert math.isinf(r.tau) and r.guarantee is None
+    assert any(n.startswith("NO GUARANTEE") and "too few" in n for n in r.notes)
+    ok = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
+    assert ok.guarantee and "at least 70%" in ok.guarantee
+
+
+def test_pac_tau_is_larger_and_says_what_it_promises(store, trained):
+    result, _ = trained
+    q = "what was [Shane Acker] the director of"
+    plain = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
+    pac = ask(store, q, 0.3, "metaqa", model_id=result.model_id, delta=0.05)
+    assert pac.tau >= plain.tau and {a.id for a in plain.answers} <= {a.id for a in pac.answers}
+    assert "over the calibration draw" in pac.guarantee and pac.delta == 0.05
 
 
 def test_smaller_alpha_gives_a_superset(store, trained):

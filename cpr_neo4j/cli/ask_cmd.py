@@ -9,8 +9,6 @@ from dataclasses import asdict
 import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, table
-from cpr_neo4j.stages.ask import ask as run_ask
-from cpr_neo4j.stages.retrieval import hint_provider
 
 SHOWN = 25
 
@@ -34,6 +32,18 @@ SHOWN = 25
 @click.option("--active", type=int, help="Must equal the calibrated A.")
 @click.option("--llm-url", help="Hint server; must match the calibration's hint mode.")
 @click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
+@click.option(
+    "--delta",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Calibration-conditional (PAC) guarantee: coverage >= 1-alpha with probability "
+    ">= 1-delta over the calibration draw (a larger tau than the plain one).",
+)
+@click.option(
+    "--all-candidates",
+    is_flag=True,
+    help="At an alpha the calibration cannot honour, answer with every candidate (no "
+    "guarantee) instead of refusing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ask(
     question: str,
@@ -46,9 +56,14 @@ def ask(
     active: int | None,
     llm_url: str | None,
     llm_model: str,
+    delta: float | None,
+    all_candidates: bool,
     as_json: bool,
 ) -> None:
     """Answer QUESTION with a conformal answer set and the paths behind it."""
+    from cpr_neo4j.stages.ask import ask as run_ask  # torch, scipy: only when asking
+    from cpr_neo4j.stages.retrieval import hint_provider
+
     hints = hint_provider(llm_url, llm_model) if llm_url else None
     with open_store() as store:
         r = run_ask(
@@ -62,12 +77,15 @@ def ask(
             active,
             hints,
             hops_filter=hops,
+            delta=delta,
+            all_candidates=all_candidates,
         )
     if as_json:
         click.echo(json.dumps(asdict(r), default=lambda x: None if x is None else str(x), indent=2))
         return
     for note in r.notes:
-        err_console.print(f"[yellow]{note}[/yellow]")
+        colour = "bold red" if note.startswith("NO GUARANTEE") else "yellow"
+        err_console.print(f"[{colour}]{note}[/{colour}]")
     topics = ", ".join(t["name"] for t in r.topics)
     rows = [[a.rank, a.name, f"{a.cost:.3f}", a.path] for a in r.answers[:SHOWN]]
     console.print(
@@ -82,14 +100,15 @@ def ask(
             f"(score {b.cost:.3f}, {b.path})"
         )
     tau = "+inf" if math.isinf(r.tau) else f"{r.tau:.4f}"
+    pac = "" if r.delta is None else f", delta = {r.delta:g}"
     console.print(
-        f"{len(r.answers)} answer(s), tau = {tau} (alpha = {r.alpha:g}, "
+        f"{len(r.answers)} answer(s), tau = {tau} (alpha = {r.alpha:g}{pac}, "
         f"n = {r.n} calibration questions, model {r.model_id})"
     )
-    console.print(
-        f"Guarantee: for questions like the calibration ones, a set made this way "
-        f"contains a correct answer with probability at least {1 - r.alpha:.0%}."
-    )
+    if r.guarantee:
+        console.print(f"Guarantee: {r.guarantee}.")
+    else:
+        err_console.print("[bold red]No coverage guarantee holds for this set.[/bold red]")
     console.print(f"Recorded as (:Ask {{id: '{r.ask_id}'}}).")
     if r.browser_url:
         console.print(f"Browse the paths: {r.browser_url}", soft_wrap=True)

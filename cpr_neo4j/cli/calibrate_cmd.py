@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
 from cpr_neo4j.stages.calibrate import DEFAULT_ALPHAS
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
 from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
+
+
+def _tau(t: float) -> str:
+    return "+inf (unattainable)" if math.isinf(t) else f"{t:.4f}"
 
 
 def parse_alphas(text: str) -> tuple[float, ...]:
@@ -38,6 +44,12 @@ def parse_alphas(text: str) -> tuple[float, ...]:
 @click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
 @click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
 @click.option("--hint-beta", default=DEFAULT_HINT_BETA, show_default=True)
+@click.option(
+    "--delta",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Also store calibration-conditional (PAC) taus: coverage >= 1-alpha with "
+    "probability >= 1-delta over the calibration draw (e.g. 0.05).",
+)
 def calibrate(
     dataset: str,
     alphas: str,
@@ -48,6 +60,7 @@ def calibrate(
     llm_url: str | None,
     llm_model: str,
     hint_beta: float,
+    delta: float | None,
 ) -> None:
     """Calibrate tau on DATASET's held-out calibration questions."""
     levels = parse_alphas(alphas)
@@ -66,18 +79,32 @@ def calibrate(
             tick=lambda: bar.advance(task),
             on_questions=lambda n: bar.update(task, total=n),
             hops_filter=hops,
+            delta=delta,
         )
     for w in dict.fromkeys(result.warnings):
         err_console.print(f"[yellow]warning: {w}[/yellow]")
-    rows = [[f"{a:g}", f"{1 - a:.0%}", f"{t:.4f}"] for a, t in result.taus.items()]
+    pac = result.pac_taus or {}
+    rows = [
+        [f"{a:g}", f"{1 - a:.0%}", _tau(t)] + ([_tau(pac[a])] if pac else [])
+        for a, t in result.taus.items()
+    ]
     console.print(
         table(
             f"{dataset}: n = {result.n} calibration questions, model {result.model_id}",
-            ["alpha", "coverage", "tau"],
+            ["alpha", "coverage", "tau"] + ([f"tau (PAC, delta={delta:g})"] if pac else []),
             rows,
         )
     )
-    console.print(f"retrieval recall on calibration questions: {result.recall:.1%}")
+    console.print(
+        f"retrieval recall on calibration questions: {result.recall:.1%}; "
+        f"attainable: alpha >= {result.alpha_min:.3f}"
+        + (
+            f" (PAC with delta={delta:g}: alpha >= {result.pac_alpha_min:.3f})"
+            if result.pac_alpha_min is not None
+            else ""
+        )
+        + "; `cpr ask` refuses a smaller alpha"
+    )
     console.print(
         f"calibration {result.id} written to Neo4j; next: "
         f'cpr ask "..." --dataset {dataset} --alpha 0.1'

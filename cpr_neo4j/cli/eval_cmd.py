@@ -42,6 +42,13 @@ from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 @click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
 @click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
 @click.option("--hint-beta", default=DEFAULT_HINT_BETA, show_default=True)
+@click.option(
+    "--delta",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0, 1, max_open=True),
+    help="Also report CPR's calibration-conditional (PAC) rows at this delta (0: none).",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--seed", default=0, show_default=True)
 def eval_(
@@ -59,6 +66,7 @@ def eval_(
     llm_url: str | None,
     llm_model: str,
     hint_beta: float,
+    delta: float,
     out_dir: str | None,
     seed: int,
 ) -> None:
@@ -83,6 +91,7 @@ def eval_(
         hints=hint_provider(llm_url, llm_model) if llm_url else None,
         hint_beta=hint_beta if llm_url else 0.0,
         boot=boot,
+        delta=delta or None,
         seed=seed,
     )
     with open_store() as store, progress_bar() as bar:

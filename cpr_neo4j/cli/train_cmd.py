@@ -5,8 +5,6 @@ from __future__ import annotations
 import click
 
 from cpr_neo4j.cli.common import console, open_store, progress_bar, table
-from cpr_neo4j.stages.train import TrainSettings
-from cpr_neo4j.stages.train import train as run_train
 
 
 @click.command()
@@ -45,6 +43,13 @@ from cpr_neo4j.stages.train import train as run_train
     help="Weight of a loss term that puts costs of all questions on one scale "
     "(right paths < 0 < wrong ones); 0 = the paper's pairwise loss alone.",
 )
+@click.option(
+    "--retrieval-negatives/--no-retrieval-negatives",
+    default=False,
+    show_default=True,
+    help="Also pair each question's positives with TreeG's own wrong candidates "
+    "(the paths the scorer must rank at ask time; CPR only).",
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="cuda or cpu (default: cuda when present).")
 def train(
@@ -56,10 +61,14 @@ def train(
     epochs: int,
     rollouts: int,
     anchor: float,
+    retrieval_negatives: bool,
     seed: int,
     device: str | None,
 ) -> None:
     """Collect PUCT path pairs and train the RCVNet path scorer for DATASET."""
+    from cpr_neo4j.stages.train import TrainSettings  # torch: only when training
+    from cpr_neo4j.stages.train import train as run_train
+
     settings = TrainSettings(
         dataset,
         hops=hops,
@@ -69,6 +78,7 @@ def train(
         epochs=epochs,
         rollouts=rollouts,
         anchor=anchor,
+        retrieval_negatives=retrieval_negatives,
         seed=seed,
         device=device,
     )

@@ -10,6 +10,10 @@ Per (method, alpha): ECR, APSS, CE, Hits@1, retrieval recall and two 95% interva
   test estimate);
 - "cal+test": each replicate also redraws the calibration share (with replacement) and
   recomputes tau, so it adds the spread a user with another calibration draw would see.
+PAC rows (with delta): the calibration-conditional tau of the same scores; "held" is the
+share of cal+test bootstrap replicates whose ECR reaches 1 - alpha (about half for the
+plain tau, at least 1 - delta for the PAC one when the questions are exchangeable).
+An alpha whose tau is +inf (recall or n too small) is marked unattainable, not scored.
 Exchangeability check per method: a two-sample Kolmogorov-Smirnov test between the
 calibration and test nonconformity scores (+inf, no gold among the candidates, is kept as
 the largest value). A small p-value says the two come from different distributions, and
@@ -25,8 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.evaluate import Queries, QuestionRecord, RowTable
-from cpr_neo4j.conformal.threshold import conformal_rank
+from cpr_neo4j.conformal.evaluate import Queries, QuestionRecord, RowTable, pac_name
+from cpr_neo4j.conformal.threshold import rank
 
 BOOT_CHUNK = 100  # bootstrap replicates per numpy batch (bounds memory on big test splits)
 
@@ -47,6 +51,14 @@ class DeployedRow:
     recall: float
     n_test: int
     hints: str = "none"
+    recall_cal: float = math.nan  # retrieval recall on the calibration share
+    held: float = math.nan  # share of cal+test bootstrap draws with ECR >= 1 - alpha
+
+    @property
+    def attainable(self) -> bool:
+        """tau is finite: the calibration can honour alpha (else the set is every candidate)."""
+        taus = self.tau if isinstance(self.tau, list) else [self.tau]
+        return all(math.isfinite(t) for t in taus)
 
     @property
     def below_target(self) -> bool:
@@ -78,9 +90,9 @@ class DeployedResults(RowTable):
     notes: list[str] = field(default_factory=list)
 
 
-def threshold(cal_scores: np.ndarray, alpha: float) -> float:
+def threshold(cal_scores: np.ndarray, alpha: float, delta: float | None = None) -> float:
     """The conformal tau of `cal_scores` (+inf when k > n), as `cpr calibrate` computes it."""
-    k = conformal_rank(len(cal_scores), alpha)
+    k = rank(len(cal_scores), alpha, delta)
     return float(np.partition(cal_scores, k - 1)[k - 1]) if k <= len(cal_scores) else math.inf
 
 
@@ -106,10 +118,12 @@ def ci_cal_and_test(
     alpha: float,
     boot: int,
     rng: np.random.Generator,
-) -> tuple[float, float]:
-    """95% bootstrap of ECR redrawing both the calibration share (so tau) and the test set."""
+    delta: float | None = None,
+) -> tuple[float, float, float]:
+    """95% bootstrap of ECR redrawing both the calibration share (so tau) and the test set,
+    and the share of replicates whose ECR reaches 1 - alpha."""
     n_cal, n_test = len(cal_scores), len(test_scores)
-    k = conformal_rank(n_cal, alpha)
+    k = rank(n_cal, alpha, delta)
     ecrs = []
     for start in range(0, boot, BOOT_CHUNK):
         b = min(BOOT_CHUNK, boot - start)
@@ -117,8 +131,9 @@ def ci_cal_and_test(
         taus = cal[:, k - 1] if k <= n_cal else np.full(b, math.inf)
         test = test_scores[rng.integers(0, n_test, size=(b, n_test))]
         ecrs.append((np.isfinite(test) & (test <= taus[:, None])).mean(axis=1))
-    lo, hi = np.percentile(np.concatenate(ecrs), [2.5, 97.5])
-    return float(lo), float(hi)
+    ecr = np.concatenate(ecrs)
+    lo, hi = np.percentile(ecr, [2.5, 97.5])
+    return float(lo), float(hi), float((ecr >= 1 - alpha - 1e-12).mean())
 
 
 def ks_test(method: str, cal_scores: np.ndarray, test_scores: np.ndarray) -> Exchangeability:
@@ -149,9 +164,10 @@ def deployed(
     seed: int = 0,
     topk_from: str | None = None,
     hints: Mapping[str, str] | None = None,
+    delta: float | None = None,
 ) -> DeployedResults:
-    """Rows for every method (and top-k from `topk_from`'s records) under the deployed
-    protocol; `hints` maps a method to its hint mode (default "none")."""
+    """Rows for every method (and top-k, and PAC with `delta`, from `topk_from`'s records)
+    under the deployed protocol; `hints` maps a method to its hint mode (default "none")."""
     rng = np.random.default_rng(seed)
     rows: list[DeployedRow] = []
     checks: list[Exchangeability] = []
@@ -161,31 +177,41 @@ def deployed(
     for m, cal_recs in cal_by_method.items():
         cal, test = Queries(cal_recs), Queries(test_by_method[m])
         n_cal, n_test = len(cal.score), len(test.score)
-        variants = [(m, cal.score, test.score, test.sizes)]
+        variants = [(m, cal.score, test.score, test.sizes, None)]
         if m == topk_from:  # top-k: nonconformity = rank of the best gold answer
             variants.append(
-                (f"top-k ({m})", cal.rank, test.rank, lambda k, t=test: np.minimum(t.n_answers, k))
-            )
-        for name, cal_s, test_s, sizes in variants:
-            names.append(name)
-            checks.append(ks_test(name, cal_s, test_s))
-            for a in alphas:
-                tau = threshold(cal_s, a)
-                hit = covered(test_s, tau)
-                rows.append(
-                    row(
-                        name,
-                        a,
-                        tau,
-                        hit,
-                        sizes(tau),
-                        float(test.hits1.mean()),
-                        float(test.recall.mean()),
-                        ci_test_only(hit, boot, rng),
-                        ci_cal_and_test(cal_s, test_s, a, boot, rng),
-                        hints.get(m, "none"),
-                    )
+                (
+                    f"top-k ({m})",
+                    cal.rank,
+                    test.rank,
+                    lambda k, t=test: np.minimum(t.n_answers, k),
+                    None,
                 )
+            )
+            if delta:
+                variants.append((pac_name(m, delta), cal.score, test.score, test.sizes, delta))
+        for name, cal_s, test_s, sizes, d in variants:
+            names.append(name)
+            if d is None:
+                checks.append(ks_test(name, cal_s, test_s))
+            for a in alphas:
+                tau = threshold(cal_s, a, d)
+                hit = covered(test_s, tau)
+                *ci_cal, held = ci_cal_and_test(cal_s, test_s, a, boot, rng, d)
+                r = row(
+                    name,
+                    a,
+                    tau,
+                    hit,
+                    sizes(tau),
+                    float(test.hits1.mean()),
+                    float(test.recall.mean()),
+                    ci_test_only(hit, boot, rng),
+                    tuple(ci_cal),
+                    hints.get(m, "none"),
+                )
+                r.recall_cal, r.held = float(cal.recall.mean()), held
+                rows.append(r)
     return DeployedResults(rows, checks, names, list(alphas), n_cal, n_test, boot, seed)
 
 

@@ -13,7 +13,10 @@ threshold of those ranks; answers = the top k.
 
 Metrics per (method, alpha), over `repeats` splits: ECR mean/min/5th percentile/std, APSS
 (mean set size), CE = mean ECR / APSS, Hits@1 of the top answer, retrieval recall (any
-gold among all candidates), and the fraction of splits whose threshold was +inf.
+gold among all candidates), the fraction of splits whose threshold was +inf, and "held",
+the fraction of splits whose ECR reached 1 - alpha. With delta, a PAC row re-thresholds
+the same method's scores with the calibration-conditional order statistic: "held" is then
+what it promises (>= 1 - delta) and APSS what it costs.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from cpr_neo4j.conformal.threshold import conformal_rank, nonconformity
+from cpr_neo4j.conformal.threshold import conformal_rank, nonconformity, rank
 from cpr_neo4j.errors import BadInput
 
 
@@ -71,6 +74,12 @@ class Row:
     hits1: float
     recall: float
     inf_tau: float  # fraction of splits with tau = +inf; see notes
+    held: float = math.nan  # fraction of splits with ECR >= 1 - alpha
+
+
+def pac_name(method: str, delta: float) -> str:
+    """The row label of a method's calibration-conditional (PAC) variant."""
+    return f"{method}, PAC (delta={delta:g})"
 
 
 class RowTable:
@@ -150,6 +159,7 @@ def evaluate(
     cal_fraction: float = 0.5,
     seed: int = 0,
     baselines_from: str | None = "",
+    delta: float | None = None,
 ) -> EvalResults:
     """ECR/APSS/CE table over `repeats` random splits of the question pool.
 
@@ -169,6 +179,10 @@ def evaluate(
 
     queries = {m: Queries(recs) for m, recs in methods.items()}
     names = list(methods) + ([] if base is None else [f"top-k ({base})"])
+    variants = [(m, m, None) for m in methods]  # (row name, records, delta)
+    if delta and base is not None:
+        variants.append((pac_name(base, delta), base, delta))
+        names.append(pac_name(base, delta))
     acc: dict[tuple[str, float], list[tuple[float, float, float, float, bool]]] = {
         (m, a): [] for m in names for a in alphas
     }
@@ -179,16 +193,17 @@ def evaluate(
         is_test = np.zeros(n, dtype=bool)
         is_test[test] = True
         n_test = len(test)
-        for m, qs in queries.items():
+        for name, m, d in variants:
+            qs = queries[m]
             cal_sorted = np.sort(qs.score[cal])
             cum_test = np.concatenate([[0], np.cumsum(is_test[qs.sorted_q])])
             h1, rec = qs.hits1[test].mean(), qs.recall[test].mean()
             for a in alphas:
-                k = conformal_rank(n_cal, a)
+                k = rank(n_cal, a, d)
                 tau = cal_sorted[k - 1] if k <= n_cal else math.inf
                 ecr = (qs.recall & (qs.score <= tau))[test].mean()
                 apss = qs.set_size_sum(tau, cum_test) / n_test
-                acc[(m, a)].append((ecr, apss, h1, rec, math.isinf(tau)))
+                acc[(name, a)].append((ecr, apss, h1, rec, math.isinf(tau)))
         if base is None:
             continue
         qs = queries[base]
@@ -251,6 +266,7 @@ def _row(method: str, alpha: float, draws: list[tuple[float, float, float, float
     d = np.array(draws, dtype=float)
     ecr, apss = d[:, 0], d[:, 1]
     ce = ecr.mean() / apss.mean() if apss.mean() > 0 else math.nan
+    held = float((ecr >= 1 - alpha - 1e-12).mean())
     return Row(
         method,
         float(alpha),
@@ -263,4 +279,5 @@ def _row(method: str, alpha: float, draws: list[tuple[float, float, float, float
         float(d[:, 2].mean()),
         float(d[:, 3].mean()),
         float(d[:, 4].mean()),
+        held,
     )

@@ -41,19 +41,27 @@ def _num(x: float, fmt: str = ".3f") -> str:
     return DASH if x is None or math.isnan(x) else format(x, fmt)
 
 
+def _ecr(r: DeployedRow) -> str:
+    """ECR, '!' when its whole test interval is below target; an unattainable alpha (tau =
+    +inf: every candidate answered) shows the coverage it got as what it is, recall."""
+    if not r.attainable:
+        return f"unattainable ({r.ecr:.3f} = recall)"
+    return f"{r.ecr:.3f}{' !' if r.below_target else ''}"
+
+
 def deployed_table(results: DeployedResults) -> str:
-    """One row per (method, alpha); '!' marks an ECR whose whole test interval is below target."""
+    """One row per (method, alpha)."""
     lines = [
-        "| method | hints | alpha | ECR | 95% CI (test) | 95% CI (cal+test) | APSS | CE "
-        "| Hits@1 | recall | tau |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| method | hints | alpha | ECR | 95% CI (test) | 95% CI (cal+test) | held | APSS | CE "
+        "| Hits@1 | recall (cal / test) | tau |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results.rows:
-        mark = " !" if r.below_target else ""
         lines.append(
-            f"| {r.method} | {r.hints} | {r.alpha:g} | {r.ecr:.3f}{mark} | "
-            f"{_ci(r.ecr_lo, r.ecr_hi)} | {_ci(r.ecr_lo_cal, r.ecr_hi_cal)} | {r.apss:.2f} | "
-            f"{_num(r.ce)} | {_num(r.hits1)} | {_num(r.recall)} | {_tau(r.tau)} |"
+            f"| {r.method} | {r.hints} | {r.alpha:g} | {_ecr(r)} | "
+            f"{_ci(r.ecr_lo, r.ecr_hi)} | {_ci(r.ecr_lo_cal, r.ecr_hi_cal)} | "
+            f"{_num(r.held, '.0%')} | {r.apss:.2f} | {_num(r.ce)} | {_num(r.hits1)} | "
+            f"{_num(r.recall_cal)} / {_num(r.recall)} | {_tau(r.tau)} |"
         )
     return "\n".join(lines)
 
@@ -73,8 +81,8 @@ def exchangeability_table(results: DeployedResults) -> str:
 
 def pooled_table(results: EvalResults) -> str:
     head = (
-        "| method | alpha | ECR mean | ECR min | ECR p5 | APSS | CE | Hits@1 | recall "
-        "| tau=inf |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| method | alpha | ECR mean | ECR min | ECR p5 | held | APSS | CE | Hits@1 | recall "
+        "| tau=inf |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     lines = [head]
     for r in results.rows:
@@ -83,7 +91,8 @@ def pooled_table(results: EvalResults) -> str:
         ce = DASH if missed or math.isnan(r.ce) else f"{r.ce:.3f}"
         lines.append(
             f"| {r.method} | {r.alpha:g} | {r.ecr_mean:.3f} | {r.ecr_min:.3f} | "
-            f"{r.ecr_p5:.3f} | {apss} | {ce} | {r.hits1:.3f} | {r.recall:.3f} | {r.inf_tau:.0%} |"
+            f"{r.ecr_p5:.3f} | {_num(r.held, '.0%')} | {apss} | {ce} | {r.hits1:.3f} | "
+            f"{r.recall:.3f} | {r.inf_tau:.0%} |"
         )
     return "\n".join(lines)
 
@@ -99,7 +108,11 @@ One calibration on the {headline.n_cal} questions held out from training (what
 tau, gold topic entities given. 95% intervals: percentile bootstrap ({headline.boot}
 replicates) over test questions with tau fixed, and over both the calibration share and
 the test questions (tau recomputed each time). `!` marks an ECR whose whole test interval
-lies below 1 - alpha. CE = ECR / APSS. Hop-level rows report the per-hop taus; their
+lies below 1 - alpha; "unattainable" marks an alpha whose tau is +inf (fewer calibration
+questions than k have a gold answer among the candidates: recall or n caps coverage), so
+the set is every candidate and its coverage is the recall. "held": share of the cal+test
+bootstrap draws whose ECR reaches 1 - alpha (PAC rows promise at least 1 - delta).
+CE = ECR / APSS. Hop-level rows report the per-hop taus; their
 Hits@1 and recall do not apply.
 
 {deployed_table(headline)}
@@ -118,7 +131,8 @@ split may miss 1 - alpha even with a correct implementation.
 The calibration share and the evaluation split pooled, then {pooled.repeats} random
 re-splits into {pooled.n_cal} calibration / {pooled.n_test} test questions (seed
 {pooled.seed}). Mean ECR >= 1 - alpha holds here by construction for any fixed scorer;
-min and 5th percentile show the spread over draws. APSS and CE show {DASH} where mean ECR
+min and 5th percentile show the spread over draws, "held" the share of draws whose ECR
+reached 1 - alpha. APSS and CE show {DASH} where mean ECR
 < 1 - alpha by more than 2 standard errors of the mean over the draws.
 
 {pooled_table(pooled)}

@@ -23,6 +23,9 @@ ALPHAS = (0.1, 0.3, 0.5)
 def _cell(row: dict | None, interval: bool = True) -> str:
     if row is None:
         return "–"
+    taus = row["tau"] if isinstance(row["tau"], list) else [row["tau"]]
+    if not all(math.isfinite(t) for t in taus):
+        return f"unattainable (recall {row['ecr']:.3f})"
     mark = " **!**" if row["ecr_hi"] < 1 - row["alpha"] - 1e-12 else ""
     ci = f" ({row['ecr_lo']:.3f}–{row['ecr_hi']:.3f})" if interval else ""
     return f"{row['ecr']:.3f}{mark}{ci} / {row['apss']:.2f}"

@@ -251,6 +251,7 @@ class PuctCollector:
         self.min_precision = min_precision
         self.follow_cap = 200  # entities per hop when measuring a sequence's precision (a sample)
         self.last_stats: dict[str, int] = {}
+        self.last_positives: list[EntityPath] = []  # of the last collect() call
         self._calls = 0
 
     def collect(
@@ -302,6 +303,7 @@ class PuctCollector:
             pairs += self._near_miss_pairs(
                 positives, misses, gold_answers, qid, masked_question, rng
             )
+        self.last_positives = positives
         self.last_stats = {
             "gold": len(gold),
             "rollout_successes": len(found),
@@ -475,6 +477,33 @@ class PuctCollector:
             pos = positives[i % len(positives)]
             pairs.setdefault((pos.steps, miss.steps), PathPair(qid, masked_question, pos, miss))
         return self._cap(list(pairs.values()), rng, max(1, self.max_pairs // 2))
+
+    def candidate_pairs(
+        self,
+        wrong: Sequence[EntityPath],
+        answers: Iterable[str],
+        question_id: str | int,
+        masked_question: str,
+    ) -> list[PathPair]:
+        """Pairs of the last collect()'s positives against the retriever's own wrong
+        candidates, hardest (best-ranked) first.
+
+        Rollout and prefix negatives are the paths PUCT and a positive's siblings reach;
+        TreeG's candidate set holds every sequence kept at every hop 1..H, so at ask time
+        the scorer must also rank unrelated shorter or broader sequences below the right
+        one, which none of those pairs shows it (worst where the hop count is unknown).
+        """
+        positives = self.last_positives
+        gold = set(answers)
+        pos_relpaths = {p.steps for p in positives}
+        pairs: dict[tuple[RelPath, RelPath], PathPair] = {}
+        negs = [n for n in wrong if n.end not in gold and n.steps not in pos_relpaths]
+        for i, neg in enumerate(negs[: max(1, self.max_pairs // 2)] if positives else []):
+            pos = positives[i % len(positives)]
+            pairs.setdefault(
+                (pos.steps, neg.steps), PathPair(question_id, masked_question, pos, neg)
+            )
+        return list(pairs.values())
 
     def _random_pairs(
         self,

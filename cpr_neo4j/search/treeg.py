@@ -98,14 +98,18 @@ class Retrieval:
         if not reaching:
             raise KeyError(f"entity {entity!r} is not reached by any candidate path")
         best = min(reaching, key=lambda c: (c.cost, len(c.path), c.path))
+        return best.path, self.chain(best, entity), best.cost
+
+    def chain(self, candidate: Candidate, entity: str) -> list[str]:
+        """Entity ids e0..eL of `candidate`'s recorded path to `entity` (one of its ends)."""
         if not self._index:
             self._index.update((c.path, c) for c in self.candidates())
         chain = [entity]
-        for t in range(len(best.path), 0, -1):  # walk predecessors back to the topic
-            pred = self._index[best.path[:t]].ends[chain[-1]]
+        for t in range(len(candidate.path), 0, -1):  # walk predecessors back to the topic
+            pred = self._index[candidate.path[:t]].ends[chain[-1]]
             assert pred is not None  # only hop-0 entities (topics) lack a predecessor
             chain.append(pred)
-        return best.path, chain[::-1], best.cost
+        return chain[::-1]
 
 
 def retrieve(

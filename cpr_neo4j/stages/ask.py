@@ -9,14 +9,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from cpr_neo4j.config import local_server_settings
-from cpr_neo4j.errors import CprError
+from cpr_neo4j.conformal.threshold import percent
+from cpr_neo4j.errors import CprError, Unattainable
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.cypher import statement
 from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import load_scorer
 from cpr_neo4j.search.hints import HintProvider
-from cpr_neo4j.stages.calibrate import tau_for
+from cpr_neo4j.stages.calibrate import tau_for, why_unattainable
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.text import mask_question
 
@@ -49,6 +50,23 @@ class AskResult:
     browser_url: str | None
     cypher: str
     notes: list[str] = field(default_factory=list)
+    delta: float | None = None
+    guarantee: str | None = None  # None: no guarantee holds for this set (see notes)
+
+
+def guarantee_sentence(alpha: float, delta: float | None) -> str:
+    """What a finite conformal tau promises (plain: on average over calibration draws)."""
+    if delta is None:
+        return (
+            f"for questions like the calibration ones, a set made this way contains a correct "
+            f"answer with probability at least {percent(1 - alpha)} (on average over calibration "
+            f"draws; add --delta for a guarantee that holds for this calibration)"
+        )
+    return (
+        f"with probability at least {percent(1 - delta)} over the calibration draw, sets made "
+        f"with this calibration contain a correct answer for at least {percent(1 - alpha)} of "
+        f"questions like the calibration ones"
+    )
 
 
 def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
@@ -101,6 +119,8 @@ def ask(
     hints: HintProvider | None = None,
     hint_beta: float | None = None,
     hops_filter: int | None = None,
+    delta: float | None = None,
+    all_candidates: bool = False,
 ) -> AskResult:
     if not text or not text.strip():
         raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
@@ -128,13 +148,19 @@ def ask(
         else 0.0,
     )
     check_settings(cal, wanted)
+    tau = tau_for(cal, alpha, delta)
+    why = why_unattainable(cal, alpha, delta) if math.isinf(tau) else None
+    if why and not all_candidates:
+        raise Unattainable(
+            f"alpha={alpha:g} cannot be honoured by calibration {cal['id']}: {why}; ask with "
+            "a larger --alpha, or pass --all-candidates for every candidate without a guarantee"
+        )
     topics, notes = link(store, dataset, text, entity)
     scorer = load_scorer(cal["model"])
     retriever = Retriever(store, dataset, scorer, wanted, hints)
     topic_ids = [t["id"] for t in topics]
     masked = mask_question(text, [t["name"] for t in topics])
     retrieval = retriever.run(masked, topic_ids, text)
-    tau = tau_for(cal, alpha)
     ranked = retrieval.ranked_answers()
     inside = [(e, c) for e, c in ranked if c <= tau]
     names = records.entity_names(
@@ -154,10 +180,11 @@ def ask(
     names.update(records.entity_names(store, dataset, chain_ids) if chain_ids else {})
     for a in described:
         a.path = describe(relpaths[a.id], a.entities, names)
-    if math.isinf(tau):
+    if why:
         notes.append(
-            f"tau is +inf: {cal['n']} calibration questions are too few for "
-            f"alpha={alpha}; every candidate is in the set"
+            f"NO GUARANTEE: {why}; tau = +inf, so the set is every candidate and it holds a "
+            f"correct answer for only about {percent(cal.get('recall', math.nan))} of questions "
+            f"(the calibration's retrieval recall), not {percent(1 - alpha)}"
         )
     ask_id = uuid.uuid4().hex[:12]
     records.save_ask(
@@ -168,7 +195,9 @@ def ask(
             "question": text,
             "dataset": dataset,
             "alpha": alpha,
+            "delta": delta,
             "tau": tau,
+            "guaranteed": why is None,
             "n": cal["n"],
             "model_id": cal["model"],
             "calibration_id": cal["id"],
@@ -203,4 +232,6 @@ def ask(
         url,
         cypher,
         notes,
+        delta,
+        None if why else guarantee_sentence(alpha, delta),
     )

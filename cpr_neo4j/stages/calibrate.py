@@ -14,7 +14,12 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from cpr_neo4j.conformal.threshold import conformal_threshold, nonconformity
+from cpr_neo4j.conformal.threshold import (
+    conformal_threshold,
+    nonconformity,
+    smallest_alpha,
+    unattainable,
+)
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.store import GraphStore
@@ -34,6 +39,10 @@ class CalibrationResult:
     taus: dict[float, float]
     recall: float  # share of calibration questions with a gold answer among candidates
     warnings: list[str]
+    alpha_min: float  # smallest alpha with a finite tau (recall and n decide it)
+    delta: float | None = None  # PAC taus were computed too (with probability 1 - delta)
+    pac_taus: dict[float, float] | None = None
+    pac_alpha_min: float | None = None
 
 
 def resolve_model(
@@ -72,6 +81,7 @@ def calibrate(
     tick: Callable[[], None] = lambda: None,
     on_questions: Callable[[int], None] = lambda n: None,
     hops_filter: int | None = None,
+    delta: float | None = None,
 ) -> CalibrationResult:
     model_id = resolve_model(store, dataset, model_id, hops_filter)
     config = read_config(model_id)
@@ -100,15 +110,19 @@ def calibrate(
         scores.append(nonconformity(r.answer_costs(), q.answers))
         tick()
     scores_arr = np.sort(np.asarray(scores, dtype=float))
-    caught: list[str] = []
-    taus = {}
-    for alpha in alphas:
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            taus[alpha] = conformal_threshold(scores_arr, alpha)
-        caught += [str(x.message) for x in w]
+    n, n_finite = len(scores_arr), int(np.isfinite(scores_arr).sum())
+    taus = {a: tau_for({"scores": scores_arr}, a) for a in alphas}
+    pac = {a: tau_for({"scores": scores_arr}, a, delta) for a in alphas} if delta else None
+    caught = [
+        why
+        for d in dict.fromkeys([None, delta])
+        for a in alphas
+        if (why := unattainable(n, n_finite, a, d))
+    ]
     cid = calibration_id(model_id, dataset, settings, sorted(ids))
-    recall = float(np.isfinite(scores_arr).mean())
+    recall = n_finite / n
+    alpha_min = smallest_alpha(n, n_finite)
+    pac_alpha_min = smallest_alpha(n, n_finite, delta) if delta else None
     records.save_calibration(
         store,
         cid,
@@ -122,6 +136,11 @@ def calibrate(
             "alphas": list(alphas),
             "taus": [taus[a] for a in alphas],
             "recall": recall,
+            "n_finite": n_finite,
+            "alpha_min": alpha_min,
+            "delta": delta,
+            "pac_taus": [pac[a] for a in alphas] if pac else None,
+            "pac_alpha_min": pac_alpha_min,
             "settings": settings.key(),
             "hint_mode": settings.hint_mode,
             "hint_beta": settings.hint_beta,
@@ -133,14 +152,25 @@ def calibrate(
             "created": datetime.now(timezone.utc).isoformat(),
         },
     )
-    return CalibrationResult(cid, model_id, len(cal), taus, recall, caught)
+    return CalibrationResult(
+        cid, model_id, n, taus, recall, caught, alpha_min, delta, pac, pac_alpha_min
+    )
 
 
-def tau_for(calibration: dict, alpha: float) -> float:
-    """tau from the stored scores (any alpha, no recalibration); +inf when k > n."""
+def tau_for(calibration: dict, alpha: float, delta: float | None = None) -> float:
+    """tau from the stored scores (any alpha and delta, no recalibration); +inf when
+    fewer than k scores are finite (`threshold.unattainable` says why)."""
     scores = np.asarray(calibration["scores"], dtype=float)
     if not 0 < alpha < 1:
         raise CprError(f"alpha must be between 0 and 1, got {alpha}")
+    if delta is not None and not 0 < delta < 1:
+        raise CprError(f"delta must be between 0 and 1, got {delta}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return conformal_threshold(scores, alpha) if len(scores) else math.inf
+        return conformal_threshold(scores, alpha, delta) if len(scores) else math.inf
+
+
+def why_unattainable(calibration: dict, alpha: float, delta: float | None = None) -> str | None:
+    """The cause of tau = +inf for this calibration at alpha, or None when tau is finite."""
+    scores = np.asarray(calibration["scores"], dtype=float)
+    return unattainable(len(scores), int(np.isfinite(scores).sum()), alpha, delta)

@@ -83,6 +83,7 @@ class EvalSettings:
     hints: HintProvider | None = None
     hint_beta: float = 0.0
     boot: int = 1000
+    delta: float | None = 0.05  # PAC rows for CPR (None: none)
     seed: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -211,12 +212,20 @@ def run(
             test_by[MARGIN] = [margin_record(r) for r in test_by[METHODS[method]]]
     cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
     hint_rows = {m: s.hint_mode for m in cal_by}
-    headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows)
+    headline = deployed(
+        cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta
+    )
     if s.hop_level:
         _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, step)
     pooled_in = {m: cal_by[m] + test_by[m] for m in cal_by}
     pooled = evaluate(
-        pooled_in, s.alphas, s.repeats, cal_size=len(cal_qs), seed=s.seed, baselines_from=cpr_name
+        pooled_in,
+        s.alphas,
+        s.repeats,
+        cal_size=len(cal_qs),
+        seed=s.seed,
+        baselines_from=cpr_name,
+        delta=s.delta,
     )
     setting = (
         f"model {model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "

@@ -27,6 +27,7 @@ from cpr_neo4j.model.store import save_scorer
 from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
 from cpr_neo4j.search.base import Step
 from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector, RelationPriors
+from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
 
 
@@ -46,6 +47,7 @@ class TrainSettings:
     lr: float = 5e-3
     batch_size: int = 256
     anchor: float = 1.0  # shared-scale loss term (model.train); 0 = the paper's loss alone
+    retrieval_negatives: bool = False  # also pair positives with TreeG's own wrong candidates
     seed: int = 0
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
@@ -64,6 +66,21 @@ def _gold(store: GraphStore, dataset: str, q: qsel.Question, depth: int) -> list
         EntityPath(start, tuple(s for s, _ in edges), tuple(e for _, e in edges))
         for start, edges in paths
     ]
+
+
+def wrong_candidates(r: Retrieval, answers: set[str], min_precision: float) -> list[EntityPath]:
+    """TreeG's candidates that answer badly, best-ranked first, each as one entity path
+    to a wrong end: no gold answer among its ends, or a gold share below `min_precision`
+    times the best candidate's (the collector's precision rule for positives)."""
+    share = {c.path: len(answers & c.ends.keys()) / max(len(c.ends), 1) for c in r.candidates()}
+    best = max(share.values(), default=0.0)
+    out = []
+    for c in sorted(r.candidates(), key=lambda c: (c.cost, c.path)):
+        wrong_ends = sorted(e for e in c.ends if e not in answers and e not in r.topics)
+        if wrong_ends and (share[c.path] == 0 or share[c.path] < min_precision * best):
+            chain = r.chain(c, wrong_ends[0])
+            out.append(EntityPath(chain[0], c.path, tuple(chain[1:])))
+    return out
 
 
 def collect(
@@ -92,6 +109,10 @@ def collect(
         gold = _gold(store, s.dataset, q, depth)
         stats["gold_queries"] += 1
         pairs += collector.collect(q.topics, q.answers, q.masked, depth, gold, q.id)
+        if s.retrieval_negatives and s.negatives == "puct":
+            found = retrieve(source, scorer, scorer.question(q.masked), q.topics, depth)
+            wrong = wrong_candidates(found, set(q.answers), collector.min_precision)
+            pairs += collector.candidate_pairs(wrong, q.answers, q.id, q.masked)
         stats["rollouts"] += s.rollouts
         stats["round_trips"] += collector.last_stats["round_trips"]
         stats["rollout_successes"] += collector.last_stats["rollout_successes"]
