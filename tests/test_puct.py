@@ -308,3 +308,36 @@ def test_imprecise_sequences_are_demoted_from_positive_to_negative():
     assert any(p.neg.steps == spurious for p in pairs)
     kept = collector(graph, min_precision=0).collect(["W"], {"W2", "W3"}, "co-writers of ENT", 2)
     assert any(p.pos.steps == spurious for p in kept)
+
+
+class TreegScorer(FakeScorer):
+    """The same costs through TreeG's scorer interface."""
+
+    model_id = "fake"
+
+    def score(self, ctx: str, paths: Sequence[RelPath]) -> np.ndarray:
+        return self.v_sem(ctx, paths)
+
+
+def test_retrieval_negatives_are_treegs_own_wrong_candidates_best_ranked_first():
+    from cpr_neo4j.search.treeg import retrieve
+    from cpr_neo4j.stages.train import wrong_candidates
+
+    graph = InMemoryGraph(TRIPLES)
+    c = collector(graph, rollouts=8)
+    c.collect(**QUESTION)
+    answers, positives = QUESTION["answers"], {p.steps for p in c.last_positives}
+    r = retrieve(graph, TreegScorer(), "who directed ENT", ["A1"], 2)
+    wrong = wrong_candidates(r, answers, c.min_precision)
+    assert wrong, "TreeG keeps sequences that miss every answer"
+    cost = {cand.path: cand.cost for cand in r.candidates()}
+    assert [cost[w.steps] for w in wrong] == sorted(cost[w.steps] for w in wrong)
+    for w in wrong:  # a real path of the graph to a non-answer
+        assert w.end not in answers and w.start == "A1" and w.steps not in positives
+        nodes = w.nodes
+        for a, step, b in zip(nodes, w.steps, nodes[1:], strict=False):
+            assert (step, b) in graph.neighbours([a])[a]
+    pairs = c.candidate_pairs(wrong, answers, "q1", "who directed ENT")
+    assert 0 < len(pairs) <= max(1, c.max_pairs // 2)
+    assert all(p.pos.steps in positives and p.neg.end not in answers for p in pairs)
+    assert pairs[0].neg.steps == wrong[0].steps  # the hardest negative is kept first

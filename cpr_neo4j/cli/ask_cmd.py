@@ -9,6 +9,7 @@ from dataclasses import asdict
 import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, table
+from cpr_neo4j.errors import BadInput
 
 SHOWN = 25
 
@@ -61,6 +62,8 @@ def ask(
     as_json: bool,
 ) -> None:
     """Answer QUESTION with a conformal answer set and the paths behind it."""
+    if not question.strip():  # before the heavy imports: a usage error answers at once
+        raise BadInput('empty question: cpr ask "which movies did [Ridley Scott] direct"')
     from cpr_neo4j.stages.ask import ask as run_ask  # torch, scipy: only when asking
     from cpr_neo4j.stages.retrieval import hint_provider
 

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from cpr_neo4j.graph.store import GraphStore
+if TYPE_CHECKING:
+    from cpr_neo4j.graph.store import GraphStore
 
 console = Console()
 err_console = Console(stderr=True)
 
 
 def open_store() -> GraphStore:
+    from cpr_neo4j.graph.store import GraphStore  # the driver import costs ~0.5 s: only when used
+
     return GraphStore()
 
 

@@ -9,10 +9,6 @@ import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
 from cpr_neo4j.errors import BadInput
-from cpr_neo4j.graph import ingest as writer
-from cpr_neo4j.graph.bulk import bulk_import
-from cpr_neo4j.loaders.registry import load_dataset
-from cpr_neo4j.loaders.triples import load_triples
 
 
 @click.command()
@@ -51,6 +47,12 @@ def ingest(
 
     Idempotent and resumable: re-running creates nothing new and completes a killed run.
     """
+    # polars and the driver: only when ingesting, not for `cpr --help`
+    from cpr_neo4j.graph import ingest as writer
+    from cpr_neo4j.graph.bulk import bulk_import
+    from cpr_neo4j.loaders.registry import load_dataset
+    from cpr_neo4j.loaders.triples import load_triples
+
     began = time.monotonic()
     if triples:
         dataset = load_triples(name, triples, entities, questions, strict=strict)

@@ -14,20 +14,30 @@ from cpr_neo4j.graph.cypher import statement
 
 
 class GraphStore:
-    def __init__(self, settings: Neo4jSettings | None = None, connect_timeout: float = 10.0):
+    def __init__(
+        self,
+        settings: Neo4jSettings | None = None,
+        connect_timeout: float = 10.0,
+        retry_time: float | None = None,
+    ):
+        """retry_time: seconds the driver retries a failed transaction (its default: 30);
+        a server answering requests wants less, to report an outage quickly."""
         self.settings = settings or Neo4jSettings.load()
         self.database = self.settings.database
         self.connect_timeout = connect_timeout
+        self.retry_time = retry_time
         self.reconnect()
 
     def reconnect(self) -> None:
         """(Re)open the driver and check the server answers; e.g. after a server restart."""
+        retry = {} if self.retry_time is None else {"max_transaction_retry_time": self.retry_time}
         try:
             self.driver: Driver = GraphDatabase.driver(
                 self.settings.uri,
                 auth=(self.settings.username, self.settings.password),
                 connection_timeout=self.connect_timeout,
                 notifications_min_severity="OFF",  # schema hints, not errors: keep output clean
+                **retry,
             )
             self.driver.verify_connectivity()
         except AuthError as exc:

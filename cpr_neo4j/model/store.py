@@ -8,7 +8,9 @@ rather than silently scoring differently from what was calibrated.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +118,29 @@ def load_scorer(
             "they were changed or copied from another model; retrain with `cpr train`"
         )
     return scorer
+
+
+# Scorers lent to the running request by `cpr serve` (model id -> scorer); a ContextVar so
+# that concurrent requests, each in its own thread, never see one another's scorer.
+_LEASED: ContextVar[dict[str, PathScorer] | None] = ContextVar("cpr_leased_scorers", default=None)
+
+
+def scorer_for(model_id: str) -> PathScorer:
+    """The scorer lent to this request for `model_id` (see `lend`), else a fresh load."""
+    leased = _LEASED.get()
+    if leased is not None and model_id in leased:
+        return leased[model_id]
+    return load_scorer(model_id)
+
+
+@contextmanager
+def lend(model_id: str, scorer: PathScorer) -> Iterator[None]:
+    """Within the block, `scorer_for(model_id)` returns `scorer` instead of loading (seconds)."""
+    token = _LEASED.set({**(_LEASED.get() or {}), model_id: scorer})
+    try:
+        yield
+    finally:
+        _LEASED.reset(token)
 
 
 def list_models() -> list[str]:

@@ -15,7 +15,7 @@ from cpr_neo4j.graph import records
 from cpr_neo4j.graph.cypher import statement
 from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.model.store import load_scorer
+from cpr_neo4j.model.store import scorer_for
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages.calibrate import tau_for, why_unattainable
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
@@ -156,7 +156,7 @@ def ask(
             "a larger --alpha, or pass --all-candidates for every candidate without a guarantee"
         )
     topics, notes = link(store, dataset, text, entity)
-    scorer = load_scorer(cal["model"])
+    scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
     retriever = Retriever(store, dataset, scorer, wanted, hints)
     topic_ids = [t["id"] for t in topics]
     masked = mask_question(text, [t["name"] for t in topics])

@@ -212,9 +212,7 @@ def run(
             test_by[MARGIN] = [margin_record(r) for r in test_by[METHODS[method]]]
     cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
     hint_rows = {m: s.hint_mode for m in cal_by}
-    headline = deployed(
-        cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta
-    )
+    headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta)
     if s.hop_level:
         _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, step)
     pooled_in = {m: cal_by[m] + test_by[m] for m in cal_by}

@@ -1,0 +1,179 @@
+"""`cpr serve` under 8 concurrent clients against one `cpr ask` process per question.
+
+    python bench/serve.py [--questions 200] [--clients 8] [--baseline 5]
+
+Starts `cpr serve` on a free loopback port, asks MetaQA 2-hop test questions (texts from
+Neo4j) from concurrent client threads, and prints latency p50/p99 and questions/s; then
+runs `cpr ask` once per question for a few of them (a process each, as a shell script
+would) and prints the throughput ratio. The :Ask records it creates are deleted after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import requests
+
+from cpr_neo4j.graph import records
+from cpr_neo4j.graph.store import GraphStore
+
+DATASET = "metaqa"
+CPR = [sys.executable, "-m", "cpr_neo4j"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, scorers: int, log: Path) -> subprocess.Popen:
+    cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers)]
+    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"cpr serve exited with {proc.returncode}; see {log}")
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return proc
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.5)
+    proc.terminate()
+    sys.exit(f"cpr serve did not answer /health in 300 s; see {log}")
+
+
+def run_clients(url: str, bodies: list[dict], clients: int) -> tuple[list[float], list, float]:
+    """(latencies in ms, responses as (status, json), wall seconds) for all bodies."""
+    local = threading.local()
+
+    def one(body: dict) -> tuple[float, int, dict]:
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+        began = time.perf_counter()
+        r = local.session.post(url, json=body, timeout=300)
+        return (time.perf_counter() - began) * 1000, r.status_code, r.json()
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        done = list(pool.map(one, bodies))
+    wall = time.perf_counter() - began
+    return [d[0] for d in done], [(d[1], d[2]) for d in done], wall
+
+
+def cli_baseline(texts: list[str], alpha: float, hops: int) -> tuple[list[float], list[str]]:
+    """Seconds per `cpr ask` process, and the Ask ids they recorded."""
+    seconds, ids = [], []
+    for text in texts:
+        began = time.perf_counter()
+        out = subprocess.run(
+            [*CPR, "ask", text, "--alpha", str(alpha), "--hops", str(hops), "--json"],
+            capture_output=True,
+            text=True,
+        )
+        seconds.append(time.perf_counter() - began)
+        if out.returncode == 0:
+            ids.append(json.loads(out.stdout)["ask_id"])
+        else:
+            print(f"  cpr ask failed ({out.returncode}): {out.stderr.strip()[:200]}")
+    return seconds, ids
+
+
+def bench_server(
+    args: argparse.Namespace, bodies: list[dict], warmup: list[dict], ask_ids: list[str]
+) -> tuple[float, float]:
+    """Print and return (p50 ms, questions/s) of `cpr serve` under concurrent clients."""
+    port = free_port()
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
+    began = time.perf_counter()
+    proc = start_server(port, args.scorers, log)
+    print(f"cpr serve ready in {time.perf_counter() - began:.1f} s (log {log})")
+    try:
+        url = f"http://127.0.0.1:{port}/ask"
+        # Warm-up on other questions: load every pooled scorer and open the driver's
+        # connections before timing.
+        _, warm, _ = run_clients(url, warmup, args.clients)
+        ask_ids += [body["ask_id"] for status, body in warm if status == 200]
+        lat, responses, wall = run_clients(url, bodies, args.clients)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    ok = [body for status, body in responses if status == 200]
+    ask_ids += [body["ask_id"] for body in ok]
+    failed = dict(Counter(status for status, _ in responses if status != 200))
+    qps = len(bodies) / wall
+    p50, p99 = float(np.percentile(lat, 50)), float(np.percentile(lat, 99))
+    answers = statistics.mean(len(b["answers"]) for b in ok) if ok else 0.0
+    print(
+        f"MetaQA {args.hops}-hop test, {len(bodies)} questions, alpha {args.alpha}, "
+        f"{args.clients} concurrent clients, {args.scorers} scorer(s) per model"
+    )
+    print(
+        f"  cpr serve: p50 {p50:.0f} ms, p99 {p99:.0f} ms, {qps:.2f} questions/s "
+        f"({len(ok)} answered, mean set size {answers:.1f}"
+        + (f", errors by status {failed}" if failed else "")
+        + ")"
+    )
+    return p50, qps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--questions", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--baseline", type=int, default=5, help="`cpr ask` processes to time")
+    ap.add_argument("--scorers", type=int, default=2, help="cpr serve --scorers")
+    ap.add_argument("--alpha", type=float, default=0.1)
+    ap.add_argument("--hops", type=int, default=2)
+    ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")
+    args = ap.parse_args()
+
+    with GraphStore() as store:
+        rows = records.questions(store, DATASET, "test", args.hops)
+    if not rows:
+        sys.exit(f"no {args.hops}-hop test questions of {DATASET!r} in Neo4j: cpr ingest metaqa")
+    qs = rows[: args.questions]
+    warmup = rows[-2 * args.clients :]
+    bodies, warm = (
+        [{"question": q.text, "alpha": args.alpha, "hops": args.hops} for q in part]
+        for part in (qs, warmup)
+    )
+    ask_ids: list[str] = []
+    try:
+        p50, qps = bench_server(args, bodies, warm, ask_ids)
+        if args.baseline > 0:
+            texts = [q.text for q in qs[: args.baseline]]
+            seconds, cli_ids = cli_baseline(texts, args.alpha, args.hops)
+            ask_ids += cli_ids
+            cli_qps = len(seconds) / sum(seconds)
+            print(
+                f"  one `cpr ask` process per question ({len(seconds)} questions, one after "
+                f"another): median {statistics.median(seconds):.2f} s per question, "
+                f"{cli_qps:.3f} questions/s"
+            )
+            print(
+                f"  ratio: cpr serve answers {qps / cli_qps:.0f}x the questions/s; "
+                f"p50 latency {statistics.median(seconds) * 1000 / p50:.0f}x lower"
+            )
+        print(f"  load average after the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    finally:
+        if ask_ids and not args.keep_asks:
+            with GraphStore() as store:
+                store.write("delete_asks", ids=ask_ids)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""`cpr serve`: answer questions over HTTP; models load once and stay in memory."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
+
+
+@click.command()
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help=f"Other hosts need ${TOKEN_ENV}."
+)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--scorers",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Scorers per model in memory: questions to one model answered at the same time.",
+)
+@click.option(
+    "--warm/--no-warm",
+    default=True,
+    show_default=True,
+    help="Load each dataset's newest calibrated model before accepting requests.",
+)
+def serve(host: str, port: int, scorers: int, warm: bool) -> None:
+    """Answer questions over HTTP: POST /ask and /ask/batch, GET /health; docs at /docs."""
+    token = os.environ.get(TOKEN_ENV) or None
+    check_bind(host, token)
+    import uvicorn  # the server stack and the stages: only when serving
+
+    from cpr_neo4j.serve.app import create_app
+
+    app = create_app(token=token, scorers_per_model=scorers, warm=warm)
+    shown = f"[{host}]" if ":" in host else host
+    auth = f"bearer token from ${TOKEN_ENV} required" if token else "none (loopback only)"
+    click.echo(f"cpr serve on http://{shown}:{port}  (API docs: /docs; auth: {auth})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,0 +1,130 @@
+"""One question through the ask stage, with a scorer from the pool; errors classified."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from cpr_neo4j.errors import Conflict, CprError
+from cpr_neo4j.graph import records
+from cpr_neo4j.serve.graph import is_unavailable
+from cpr_neo4j.serve.schemas import AnswerOut, AskRequest, AskResponse, ErrorBody, PathEntity
+
+if TYPE_CHECKING:
+    from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.serve.cache import ScorerPool
+
+
+def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
+    """(dataset, newest matching calibration); Conflict when none matches the request.
+
+    The ask stage checks the same, but with one error type for everything; checking
+    here first is what lets a mismatch answer 409 rather than 400."""
+    dataset = req.dataset
+    if not dataset:
+        calibrated = records.calibrated_datasets(store)
+        if not calibrated:
+            raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
+        dataset = calibrated[0]
+    cal = records.latest_calibration(store, dataset, req.model, req.hops)
+    if cal is None:
+        wanted = (f" of model {req.model}" if req.model else "") + (
+            f" for {req.hops}-hop questions" if req.hops else ""
+        )
+        raise Conflict(f"dataset {dataset!r} has no calibration{wanted}: run `cpr calibrate`")
+    asked = {"beam_width": req.beam_width, "active": req.active}
+    diff = [
+        f"{k} {v} (calibrated with {cal.get(k)})"
+        for k, v in asked.items()
+        if v is not None and v != cal.get(k)
+    ]
+    if diff:
+        raise Conflict("the calibration does not match this request: " + "; ".join(diff))
+    return dataset, cal
+
+
+def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
+    from cpr_neo4j.stages.ask import ask
+
+    dataset, cal = calibration_for(store, req)
+    extra: dict[str, Any] = {}  # only when asked: older ask stages lack these parameters
+    if req.delta is not None:
+        extra["delta"] = req.delta
+    if req.all_candidates:
+        extra["all_candidates"] = True
+    with pool.lease(cal["model"]):
+        r = ask(
+            store,
+            req.question,
+            req.alpha,
+            dataset,
+            req.entity,
+            cal["model"],
+            req.beam_width,
+            req.active,
+            hops_filter=req.hops,
+            **extra,
+        )
+    shown = r.answers + ([r.best_outside] if r.best_outside else [])
+    ids = sorted({e for a in shown for e in a.entities})
+    names = records.entity_names(store, r.dataset, ids) if ids else {}
+
+    def out(a) -> AnswerOut:
+        steps = [PathEntity(id=e, name=names.get(e, e)) for e in a.entities]
+        return AnswerOut(
+            rank=a.rank, id=a.id, name=a.name, score=a.cost, path=a.path, path_entities=steps
+        )
+
+    finite = not math.isinf(r.tau)
+    return AskResponse(
+        question=r.question,
+        dataset=r.dataset,
+        topics=[PathEntity(id=t["id"], name=t["name"]) for t in r.topics],
+        alpha=r.alpha,
+        delta=getattr(r, "delta", None),
+        tau=r.tau if finite else None,
+        tau_infinite=not finite,
+        n=r.n,
+        model_id=r.model_id,
+        calibration_id=r.calibration_id,
+        answers=[out(a) for a in r.answers],
+        best_outside=out(r.best_outside) if r.best_outside else None,
+        guarantee=_guarantee(r),
+        notes=list(r.notes),
+        ask_id=r.ask_id,
+        browser_url=r.browser_url,
+        cypher=r.cypher,
+    )
+
+
+def _guarantee(r) -> str | None:
+    if hasattr(r, "guarantee"):
+        return r.guarantee
+    return (  # an ask stage that predates `guarantee`: the plain marginal promise
+        f"for questions like the calibration ones, a set made this way contains a correct "
+        f"answer with probability at least {1 - r.alpha:.0%}"
+    )
+
+
+def classify(exc: BaseException) -> ErrorBody | None:
+    """The HTTP status and body for an expected failure; None for a bug (answer 500)."""
+    if is_unavailable(exc):
+        return ErrorBody(status=503, type="Neo4jUnavailable", detail=_unavailable(exc))
+    if isinstance(exc, Conflict):
+        return ErrorBody(status=409, type="Conflict", detail=str(exc))
+    if isinstance(exc, CprError):
+        kind = "BadRequest" if type(exc) is CprError else type(exc).__name__
+        return ErrorBody(status=400, type=kind, detail=str(exc))
+    from neo4j.exceptions import Neo4jError
+
+    if isinstance(exc, Neo4jError):
+        return ErrorBody(
+            status=500, type="Neo4jError", detail=f"Neo4j refused a statement: {exc.code}"
+        )
+    return None
+
+
+def _unavailable(exc: BaseException) -> str:
+    if isinstance(exc, CprError):
+        return str(exc)
+    return f"lost the connection to Neo4j ({type(exc).__name__}); retry shortly"

@@ -1,0 +1,180 @@
+"""The FastAPI app: POST /ask, POST /ask/batch, GET /health, GET /calibrations, /docs."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from neo4j.exceptions import DriverError, Neo4jError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from cpr_neo4j.config import Neo4jSettings
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph import records
+from cpr_neo4j.serve.answer import answer, classify
+from cpr_neo4j.serve.auth import bearer_check
+from cpr_neo4j.serve.cache import ScorerPool
+from cpr_neo4j.serve.graph import StoreHolder, is_unavailable
+from cpr_neo4j.serve.schemas import (
+    AskRequest,
+    AskResponse,
+    BatchItem,
+    BatchRequest,
+    BatchResponse,
+    ErrorBody,
+)
+
+log = logging.getLogger("cpr.serve")
+
+ERRORS = {
+    400: "Bad input: unknown or ambiguous entity, an alpha the calibration cannot honour",
+    401: "Missing or wrong bearer token (only when the server has one)",
+    409: "No calibration matches the model or settings asked for",
+    422: "Malformed request: empty or over-long question, alpha outside (0, 1)",
+    503: "Neo4j cannot be reached; retry later",
+}
+
+
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses an endpoint documents in the OpenAPI schema."""
+    return {c: {"model": ErrorBody, "description": ERRORS[c]} for c in codes}
+
+
+def _error(body: ErrorBody, **extra: Any) -> JSONResponse:
+    return JSONResponse(status_code=body.status, content={**body.model_dump(), **extra})
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no infinity: a +inf tau (too few calibration questions) becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _warm(holder: StoreHolder, pool: ScorerPool) -> None:
+    """Load the scorer of each dataset's newest calibration, so the first ask is quick."""
+    try:
+        store = holder.get()
+        for dataset in records.calibrated_datasets(store):
+            cal = records.latest_calibration(store, dataset)
+            if cal is not None:
+                with pool.lease(cal["model"]):
+                    log.info("loaded model %s for dataset %s", cal["model"], dataset)
+    except Exception as exc:  # the server still starts: requests load on demand or answer 503
+        log.warning("could not preload a model: %s", exc)
+
+
+def create_app(
+    settings: Neo4jSettings | None = None,
+    token: str | None = None,
+    scorers_per_model: int = 2,
+    warm: bool = False,
+    retry_time: float = 3.0,
+) -> FastAPI:
+    """settings: Neo4j (default: NEO4J_* or the local server); token: required bearer token
+    (None: no auth, for loopback); warm: load models at start-up rather than on first ask."""
+    holder = StoreHolder(settings, retry_time=retry_time)
+    pool = ScorerPool(per_model=scorers_per_model)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm:
+            from starlette.concurrency import run_in_threadpool
+
+            await run_in_threadpool(_warm, holder, pool)
+        yield
+        holder.close()
+
+    app = FastAPI(
+        title="cpr serve",
+        summary="Conformal Path Reasoning over Neo4j: answer sets with paths and a guarantee",
+        lifespan=lifespan,
+        dependencies=[Depends(bearer_check(token))] if token else [],
+    )
+    app.state.holder, app.state.pool = holder, pool
+
+    @app.exception_handler(CprError)
+    @app.exception_handler(Neo4jError)
+    @app.exception_handler(DriverError)
+    async def expected(request: Request, exc: Exception) -> JSONResponse:
+        body = classify(exc)
+        if body is None:
+            raise exc
+        return _error(body)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        detail = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in errors
+        )
+        body = ErrorBody(status=422, type="ValidationError", detail=detail)
+        return _error(body, errors=[{"loc": e["loc"], "msg": e["msg"]} for e in errors])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        body = ErrorBody(status=exc.status_code, type="HTTPError", detail=str(exc.detail))
+        return JSONResponse(body.model_dump(), exc.status_code, headers=exc.headers)
+
+    @app.post("/ask", response_model=AskResponse, responses=_responses(400, 401, 409, 422, 503))
+    def ask(req: AskRequest) -> AskResponse:
+        """Answer one question: a conformal answer set with each answer's best path."""
+        return answer(holder.get(), pool, req)
+
+    @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 422, 503))
+    def ask_batch(batch: BatchRequest) -> BatchResponse:
+        """Answer many questions in order; one item's bad input fails that item only."""
+        store = holder.get()
+        results = []
+        for req in batch.requests:
+            try:
+                results.append(BatchItem(result=answer(store, pool, req)))
+            except Exception as exc:
+                body = classify(exc)
+                if body is None or body.status == 503:
+                    raise  # a bug, or Neo4j gone: the whole batch fails
+                results.append(BatchItem(error=body))
+        return BatchResponse(results=results)
+
+    @app.get("/calibrations", responses=_responses(401, 503))
+    def calibrations(
+        dataset: str | None = None, limit: int = Query(100, ge=1, le=1000)
+    ) -> list[dict]:
+        """Stored calibrations, newest first (their scores left out)."""
+        rows = holder.get().read("calibrations", dataset=dataset, limit=limit)
+        return [{k: _finite(v) for k, v in r.items()} for r in rows]
+
+    @app.get(
+        "/health",
+        responses={**_responses(401), 503: {"description": "The same report; Neo4j is down"}},
+    )
+    def health() -> JSONResponse:
+        """Server, Neo4j reachability and calibration status."""
+        body: dict[str, Any] = {
+            "server": "ok",
+            "neo4j": {"uri": holder.settings.uri},
+            "models_loaded": pool.loaded(),
+        }
+        try:
+            rows = holder.get().read("calibrations", dataset=None, limit=1000)
+        except Exception as exc:
+            if not is_unavailable(exc):
+                raise
+            body["neo4j"].update(reachable=False, error=str(classify(exc).detail))
+            return JSONResponse({"status": "unavailable", **body}, status_code=503)
+        newest: dict[str, dict] = {}
+        for r in rows:  # newest first: keep each dataset's first
+            newest.setdefault(r["dataset"], {"calibration": r["id"], "model": r["model"]})
+        body["neo4j"]["reachable"] = True
+        body["calibrations"] = {"count": len(rows), "newest": newest}
+        return JSONResponse({"status": "ok" if rows else "uncalibrated", **body})
+
+    return app
