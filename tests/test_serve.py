@@ -1,8 +1,9 @@
 """`cpr serve` against the real Neo4j: answers, errors as JSON with their status, the token
 rule, 503 while Neo4j is unreachable and recovery once it is back.
 
-Uses the newest existing MetaQA 2-hop calibration (trains nothing); skipped without one.
-The :Ask records the tests create are deleted at the end.
+Uses the newest MetaQA 2-hop calibration; on a fresh database (CI) it first trains and
+calibrates a small 2-hop model, removed again at the end with the :Ask records the tests
+create.
 """
 
 from __future__ import annotations
@@ -41,9 +42,27 @@ def asked(store):
 
 
 @pytest.fixture(scope="module")
-def client(store, neo4j_settings):
-    if records.latest_calibration(store, "metaqa", hops_filter=2) is None:
-        pytest.skip("no MetaQA 2-hop calibration in Neo4j (cpr train/calibrate metaqa --hops 2)")
+def calibrated(store, metaqa):
+    """A MetaQA 2-hop calibration: the newest one, else a small one made here."""
+    if records.latest_calibration(store, "metaqa", hops_filter=2) is not None:
+        yield None
+        return
+    from cpr_neo4j.stages.calibrate import calibrate
+    from cpr_neo4j.stages.train import TrainSettings, train
+
+    result = train(store, TrainSettings("metaqa", hops=2, max_questions=150, cal_share=0.05))
+    calibrate(store, "metaqa", result.model_id, alphas=(0.1, 0.3, 0.5))
+    yield result.model_id
+    store.query(
+        "MATCH (n) WHERE (n:ScoringModel AND n.id = $m) OR (n:Calibration AND n.model_id = $m) "
+        "DETACH DELETE n",
+        {"m": result.model_id},
+        write=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def client(store, neo4j_settings, calibrated):
     with TestClient(create_app(neo4j_settings)) as c:
         yield c
 
