@@ -89,6 +89,7 @@ def main() -> None:
             scorer.questions([q.masked for q in qs])
             negatives = meta["settings"]["negatives"]
             extra = "+retrieval" if meta["settings"].get("retrieval_negatives") else ""
+            extra += "+random" if meta["settings"].get("random_negatives") else ""
             name = f"{model_id} ({negatives}{extra})"
             seen[name] = [look(source, scorer, q, meta["hops"]) for q in qs]
     print(f"{len(qs)} inner-dev questions (hop filter {args.hops or 'mixed'})")

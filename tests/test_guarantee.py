@@ -81,3 +81,14 @@ def test_tau_for_serves_plain_and_pac_from_stored_scores():
     assert "too few" in why_unattainable(cal, 0.001)
     with pytest.raises(BadInput):
         pac_rank(10, 0.1, 1.5)
+
+
+def test_centred_costs_shift_each_question_by_its_best_cost():
+    from cpr_neo4j.conformal.threshold import centred
+
+    costs = {"a": -3.0, "b": -1.0, "c": 2.0}
+    assert centred(costs, 0.0) == costs and centred({}, 0.5) == {}
+    half = centred(costs, 0.5)
+    assert half == {"a": -1.5, "b": 0.5, "c": 3.5}
+    assert sorted(half, key=half.get) == sorted(costs, key=costs.get)  # same ranking
+    assert centred(costs, 1.0)["a"] == 0.0  # the margin score: the best answer scores 0

@@ -195,3 +195,22 @@ def test_full_text_linking_without_brackets(store, trained):
 def test_no_calibration_yet_is_a_clear_error(store):
     with pytest.raises(CprError, match="no calibration"):
         ask(store, "who directed [Alien]", 0.1, "metaqa_never_calibrated")
+
+
+def test_a_centred_calibration_is_what_ask_serves(store, trained):
+    """`--centre c`: costs minus c x the question's best; ask cuts the same scores."""
+    result, plain = trained
+    q = "what was [Shane Acker] the director of"
+    raw = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
+    cal = calibrate(store, "metaqa", result.model_id, alphas=(0.3,), centre=0.5)
+    try:
+        node = records.latest_calibration(store, "metaqa", result.model_id)
+        assert node["id"] == cal.id != plain.id and node["centre"] == 0.5
+        r = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
+        assert r.calibration_id == cal.id and r.answers
+        assert all(a.cost <= r.tau for a in r.answers)
+        best = raw.answers[0] if raw.answers else raw.best_outside
+        assert r.answers[0].id == best.id
+        assert r.answers[0].cost == pytest.approx(0.5 * best.cost, abs=1e-5)  # best - 0.5 best
+    finally:
+        store.query("MATCH (c:Calibration {id: $id}) DETACH DELETE c", {"id": cal.id}, write=True)

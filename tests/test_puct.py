@@ -235,6 +235,15 @@ def test_random_negatives():
     _assert_valid(pairs, QUESTION["answers"], QUESTION["topics"])
 
 
+def test_cpr_can_add_random_walk_negatives_on_top_of_its_own():
+    plain = collector().collect(**QUESTION)
+    col = collector(random_walks=True)
+    both = col.collect(**QUESTION)
+    assert {(p.pos.steps, p.neg.steps) for p in plain} <= {(p.pos.steps, p.neg.steps) for p in both}
+    assert len(both) > len(plain) and col.last_stats["rollout_successes"] > 0
+    _assert_valid(both, QUESTION["answers"], QUESTION["topics"])
+
+
 def test_random_negatives_run_no_puct_at_all():
     """Abl.2 as the paper defines it: no rollouts, uniform priors, gold positives only."""
     priors = RelationPriors()

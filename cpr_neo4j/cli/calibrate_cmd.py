@@ -7,7 +7,7 @@ import math
 import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
-from cpr_neo4j.stages.calibrate import DEFAULT_ALPHAS
+from cpr_neo4j.stages.calibrate import DEFAULT_ALPHAS, DEFAULT_CENTRE
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
 from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 
@@ -50,6 +50,14 @@ def parse_alphas(text: str) -> tuple[float, ...]:
     help="Also store calibration-conditional (PAC) taus: coverage >= 1-alpha with "
     "probability >= 1-delta over the calibration draw (e.g. 0.05).",
 )
+@click.option(
+    "--centre",
+    default=DEFAULT_CENTRE,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Score answers by cost minus this share of the question's best cost "
+    "(0: raw cost; 1: margin score); `cpr ask` uses the calibration's.",
+)
 def calibrate(
     dataset: str,
     alphas: str,
@@ -61,6 +69,7 @@ def calibrate(
     llm_model: str,
     hint_beta: float,
     delta: float | None,
+    centre: float,
 ) -> None:
     """Calibrate tau on DATASET's held-out calibration questions."""
     levels = parse_alphas(alphas)
@@ -80,6 +89,7 @@ def calibrate(
             on_questions=lambda n: bar.update(task, total=n),
             hops_filter=hops,
             delta=delta,
+            centre=centre,
         )
     for w in dict.fromkeys(result.warnings):
         err_console.print(f"[yellow]warning: {w}[/yellow]")

@@ -49,6 +49,18 @@ from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
     type=click.FloatRange(0, 1, max_open=True),
     help="Also report CPR's calibration-conditional (PAC) rows at this delta (0: none).",
 )
+@click.option(
+    "--centre",
+    default=None,
+    type=click.FloatRange(0, 1),
+    help="Score every method as `cpr calibrate --centre` would (default: its default).",
+)
+@click.option(
+    "--centres",
+    default="1",
+    show_default=True,
+    help="Rows of CPR's costs minus c x the question's best cost, per c (1 = margin score).",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--seed", default=0, show_default=True)
 def eval_(
@@ -67,6 +79,8 @@ def eval_(
     llm_model: str,
     hint_beta: float,
     delta: float,
+    centre: float | None,
+    centres: str,
     out_dir: str | None,
     seed: int,
 ) -> None:
@@ -92,6 +106,8 @@ def eval_(
         hint_beta=hint_beta if llm_url else 0.0,
         boot=boot,
         delta=delta or None,
+        centres=tuple(float(c) for c in centres.split(",") if c.strip()),
+        **({} if centre is None else {"centre": centre}),
         seed=seed,
     )
     with open_store() as store, progress_bar() as bar:

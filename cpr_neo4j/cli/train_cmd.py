@@ -50,6 +50,12 @@ from cpr_neo4j.cli.common import console, open_store, progress_bar, table
     help="Also pair each question's positives with TreeG's own wrong candidates "
     "(the paths the scorer must rank at ask time; CPR only).",
 )
+@click.option(
+    "--random-negatives/--no-random-negatives",
+    default=False,
+    show_default=True,
+    help="CPR also pairs positives with random walks of every length (Abl.2's negatives).",
+)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="cuda or cpu (default: cuda when present).")
 def train(
@@ -62,6 +68,7 @@ def train(
     rollouts: int,
     anchor: float,
     retrieval_negatives: bool,
+    random_negatives: bool,
     seed: int,
     device: str | None,
 ) -> None:
@@ -79,6 +86,7 @@ def train(
         rollouts=rollouts,
         anchor=anchor,
         retrieval_negatives=retrieval_negatives,
+        random_negatives=random_negatives,
         seed=seed,
         device=device,
     )

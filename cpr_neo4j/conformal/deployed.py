@@ -11,8 +11,9 @@ Per (method, alpha): ECR, APSS, CE, Hits@1, retrieval recall and two 95% interva
 - "cal+test": each replicate also redraws the calibration share (with replacement) and
   recomputes tau, so it adds the spread a user with another calibration draw would see.
 PAC rows (with delta): the calibration-conditional tau of the same scores; "held" is the
-share of cal+test bootstrap replicates whose ECR reaches 1 - alpha (about half for the
-plain tau, at least 1 - delta for the PAC one when the questions are exchangeable).
+share of calibration-share redraws whose tau covers 1 - alpha of the whole evaluation
+split (about half for the plain tau, at least 1 - delta for the PAC one when the
+questions are exchangeable).
 An alpha whose tau is +inf (recall or n too small) is marked unattainable, not scored.
 Exchangeability check per method: a two-sample Kolmogorov-Smirnov test between the
 calibration and test nonconformity scores (+inf, no gold among the candidates, is kept as
@@ -120,20 +121,24 @@ def ci_cal_and_test(
     rng: np.random.Generator,
     delta: float | None = None,
 ) -> tuple[float, float, float]:
-    """95% bootstrap of ECR redrawing both the calibration share (so tau) and the test set,
-    and the share of replicates whose ECR reaches 1 - alpha."""
+    """95% bootstrap of ECR redrawing both the calibration share (so tau) and the test set;
+    and "held": the share of calibration redraws whose tau covers at least 1 - alpha of the
+    whole evaluation split (taken as the population, so only the calibration draw varies:
+    what a PAC tau promises to hold with probability 1 - delta)."""
     n_cal, n_test = len(cal_scores), len(test_scores)
     k = rank(n_cal, alpha, delta)
-    ecrs = []
+    found = np.sort(test_scores[np.isfinite(test_scores)])
+    ecrs, full = [], []
     for start in range(0, boot, BOOT_CHUNK):
         b = min(BOOT_CHUNK, boot - start)
         cal = np.sort(cal_scores[rng.integers(0, n_cal, size=(b, n_cal))], axis=1)
         taus = cal[:, k - 1] if k <= n_cal else np.full(b, math.inf)
         test = test_scores[rng.integers(0, n_test, size=(b, n_test))]
         ecrs.append((np.isfinite(test) & (test <= taus[:, None])).mean(axis=1))
-    ecr = np.concatenate(ecrs)
-    lo, hi = np.percentile(ecr, [2.5, 97.5])
-    return float(lo), float(hi), float((ecr >= 1 - alpha - 1e-12).mean())
+        full.append(np.searchsorted(found, taus, side="right") / n_test)
+    lo, hi = np.percentile(np.concatenate(ecrs), [2.5, 97.5])
+    held = float((np.concatenate(full) >= 1 - alpha - 1e-12).mean())
+    return float(lo), float(hi), held
 
 
 def ks_test(method: str, cal_scores: np.ndarray, test_scores: np.ndarray) -> Exchangeability:

@@ -110,8 +110,9 @@ replicates) over test questions with tau fixed, and over both the calibration sh
 the test questions (tau recomputed each time). `!` marks an ECR whose whole test interval
 lies below 1 - alpha; "unattainable" marks an alpha whose tau is +inf (fewer calibration
 questions than k have a gold answer among the candidates: recall or n caps coverage), so
-the set is every candidate and its coverage is the recall. "held": share of the cal+test
-bootstrap draws whose ECR reaches 1 - alpha (PAC rows promise at least 1 - delta).
+the set is every candidate and its coverage is the recall. "held": share of bootstrap
+redraws of the calibration share whose tau covers 1 - alpha of the whole evaluation split
+(PAC rows promise at least 1 - delta).
 CE = ECR / APSS. Hop-level rows report the per-hop taus; their
 Hits@1 and recall do not apply.
 

@@ -35,6 +35,14 @@ def _num(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
+def _recall(row: dict) -> str:
+    """Retrieval recall on the calibration share and the evaluation split (older reports
+    carry the evaluation split's only)."""
+    cal = row.get("recall_cal")
+    test = _num(row.get("recall"))
+    return test if cal is None or math.isnan(cal) else f"{_num(cal)} / {test}"
+
+
 def table(report: dict, folder: str) -> str:
     d = report["deployed"]
     rows = {(r["method"], round(r["alpha"], 6)): r for r in d["rows"]}
@@ -45,7 +53,7 @@ def table(report: dict, folder: str) -> str:
         f"from training), {d['n_test']} evaluation questions; "
         f"[full report](docs/results/{folder}/report.md)",
         "",
-        f"| method | hints | {head} | Hits@1 | recall | KS p (cal vs test) |",
+        f"| method | hints | {head} | Hits@1 | recall (cal / test) | KS p (cal vs test) |",
         "|---|---|" + "---:|" * (len(ALPHAS) + 3),
     ]
     for m in d["methods"]:
@@ -54,7 +62,7 @@ def table(report: dict, folder: str) -> str:
         p = ks.get(m, {}).get("p_value")
         out.append(
             f"| {m} | {first.get('hints', 'none')} | {cells} | {_num(first.get('hits1'))} | "
-            f"{_num(first.get('recall'))} | {'–' if p is None else f'{p:.2g}'} |"
+            f"{_recall(first)} | {'–' if p is None else f'{p:.2g}'} |"
         )
     notes = [n for n in d.get("notes", []) if "subsampled" in n or "hop-level rows" in n]
     out += [f"- {n}" for n in notes]

@@ -124,6 +124,20 @@ def nonconformity(answer_costs: Mapping[str, float], gold: Iterable[str]) -> flo
     return float(min(costs)) if costs else math.inf
 
 
+def centred(answer_costs: Mapping[str, float], centre: float) -> dict[str, float]:
+    """Costs minus `centre` times the question's best cost.
+
+    A fixed function of the question's own candidates, so split conformal stays valid
+    whatever `centre` is (chosen before calibration). 0 keeps the raw costs, whose level
+    varies from question to question; 1 is the margin score (the best answer scores 0),
+    whose ties at 0 take every end of the best sequence at once.
+    """
+    if not centre or not answer_costs:
+        return dict(answer_costs)
+    best = min(answer_costs.values())
+    return {a: c - centre * best for a, c in answer_costs.items()}
+
+
 def answer_set(answer_costs: Mapping[str, float], tau: float) -> set[str]:
     """A_q = {a : cost(a) <= tau}."""
     return {a for a, c in answer_costs.items() if c <= tau}

@@ -235,6 +235,7 @@ class PuctCollector:
         negatives: NegativeMode = "puct",
         cache: bool = True,
         min_precision: float = 0.5,
+        random_walks: bool = False,
     ):
         if negatives not in ("puct", "random"):
             raise ValueError(f"negatives must be 'puct' or 'random', not {negatives!r}")
@@ -249,6 +250,7 @@ class PuctCollector:
         self.negatives = negatives
         self.cache = cache  # False only to measure what the per-question cache saves
         self.min_precision = min_precision
+        self.random_walks = random_walks  # "puct" also adds random-walk negatives
         self.follow_cap = 200  # entities per hop when measuring a sequence's precision (a sample)
         self.last_stats: dict[str, int] = {}
         self.last_positives: list[EntityPath] = []  # of the last collect() call
@@ -303,6 +305,18 @@ class PuctCollector:
             pairs += self._near_miss_pairs(
                 positives, misses, gold_answers, qid, masked_question, rng
             )
+            if self.random_walks:  # Abl.2's negatives on top: every length, any branch
+                pairs += self._random_pairs(
+                    hood,
+                    positives,
+                    topics,
+                    gold_answers,
+                    qid,
+                    masked_question,
+                    rng,
+                    max(1, self.max_pairs // 2),
+                    hops,
+                )
         self.last_positives = positives
         self.last_stats = {
             "gold": len(gold),

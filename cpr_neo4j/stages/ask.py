@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from cpr_neo4j.config import local_server_settings
-from cpr_neo4j.conformal.threshold import percent
+from cpr_neo4j.conformal.threshold import centred, percent
 from cpr_neo4j.errors import CprError, Unattainable
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.cypher import statement
@@ -162,6 +162,8 @@ def ask(
     masked = mask_question(text, [t["name"] for t in topics])
     retrieval = retriever.run(masked, topic_ids, text)
     ranked = retrieval.ranked_answers()
+    if ranked and cal.get("centre"):  # the calibration's score: costs minus c x the best
+        ranked = [(e, c) for e, c in centred(dict(ranked), cal["centre"]).items()]
     inside = [(e, c) for e, c in ranked if c <= tau]
     names = records.entity_names(
         store, dataset, [e for e, _ in inside[:1000]] or [e for e, _ in ranked[:1]]

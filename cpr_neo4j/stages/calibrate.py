@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from cpr_neo4j.conformal.threshold import (
+    centred,
     conformal_threshold,
     nonconformity,
     smallest_alpha,
@@ -29,6 +30,9 @@ from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+# Answer costs minus this share of the question's best cost (conformal.threshold.centred):
+# chosen on inner dev splits (README, "Method").
+DEFAULT_CENTRE = 0.0
 
 
 @dataclass
@@ -82,6 +86,7 @@ def calibrate(
     on_questions: Callable[[int], None] = lambda n: None,
     hops_filter: int | None = None,
     delta: float | None = None,
+    centre: float = DEFAULT_CENTRE,
 ) -> CalibrationResult:
     model_id = resolve_model(store, dataset, model_id, hops_filter)
     config = read_config(model_id)
@@ -107,7 +112,7 @@ def calibrate(
     scores = []
     for q in cal:
         r = retriever.run(q.masked, q.topics, q.text)
-        scores.append(nonconformity(r.answer_costs(), q.answers))
+        scores.append(nonconformity(centred(r.answer_costs(), centre), q.answers))
         tick()
     scores_arr = np.sort(np.asarray(scores, dtype=float))
     n, n_finite = len(scores_arr), int(np.isfinite(scores_arr).sum())
@@ -119,7 +124,7 @@ def calibrate(
         for a in alphas
         if (why := unattainable(n, n_finite, a, d))
     ]
-    cid = calibration_id(model_id, dataset, settings, sorted(ids))
+    cid = calibration_id(model_id, dataset, settings, sorted(ids), centre)
     recall = n_finite / n
     alpha_min = smallest_alpha(n, n_finite)
     pac_alpha_min = smallest_alpha(n, n_finite, delta) if delta else None
@@ -141,6 +146,7 @@ def calibrate(
             "delta": delta,
             "pac_taus": [pac[a] for a in alphas] if pac else None,
             "pac_alpha_min": pac_alpha_min,
+            "centre": centre,
             "settings": settings.key(),
             "hint_mode": settings.hint_mode,
             "hint_beta": settings.hint_beta,

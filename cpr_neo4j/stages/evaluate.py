@@ -32,6 +32,7 @@ from cpr_neo4j.conformal.evaluate import (
     record_from_retrieval,
 )
 from cpr_neo4j.conformal.report import write_report
+from cpr_neo4j.conformal.threshold import centred
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
@@ -42,7 +43,7 @@ from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.base import CachedNeighbours
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
-from cpr_neo4j.stages.calibrate import resolve_model
+from cpr_neo4j.stages.calibrate import DEFAULT_CENTRE, resolve_model
 from cpr_neo4j.stages.hoplevel import run_hop_level
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
 from cpr_neo4j.stages.train import TrainSettings, train
@@ -54,16 +55,14 @@ INNER_DEV = "inner-dev"
 Progress = Callable[[str, int], Callable[[], None]]
 
 
-def margin_record(rec: QuestionRecord) -> QuestionRecord:
-    """CPR's costs minus the question's best cost: S(q) = V'(gold) - min V'.
+def centred_record(rec: QuestionRecord, centre: float) -> QuestionRecord:
+    """CPR's costs minus `centre` times the question's best cost (conformal.threshold.centred):
+    1 is the margin score S(q) = V'(gold) - min V'."""
+    return QuestionRecord(rec.qid, rec.gold, centred(rec.answer_costs, centre), rec.top)
 
-    Still a valid conformal score (a fixed function of the question's candidates), and
-    comparable across questions whose cost levels differ; ties at 0 (gold ranked first)
-    make its sets coarse. Reported beside CPR, not used by `cpr ask`.
-    """
-    best = min(rec.answer_costs.values(), default=0.0)
-    costs = {a: c - best for a, c in rec.answer_costs.items()}
-    return QuestionRecord(rec.qid, rec.gold, costs, rec.top)
+
+def centred_name(centre: float) -> str:
+    return MARGIN if centre == 1 else f"CPR, centred {centre:g}"
 
 
 @dataclass
@@ -84,6 +83,8 @@ class EvalSettings:
     hint_beta: float = 0.0
     boot: int = 1000
     delta: float | None = 0.05  # PAC rows for CPR (None: none)
+    centre: float = DEFAULT_CENTRE  # as `cpr calibrate` scores (conformal.threshold.centred)
+    centres: tuple[float, ...] = (1.0,)  # extra rows: CPR's costs centred so (1 = margin)
     seed: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -205,11 +206,14 @@ def run(
         retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source=source)
         scorer.questions([q.masked for q in everyone])
         tick = step(METHODS[method], len(everyone))
-        cal_by[METHODS[method]] = _records(retriever, cal_qs, tick)
-        test_by[METHODS[method]] = _records(retriever, test_qs, tick)
-        if method == "cpr":
-            cal_by[MARGIN] = [margin_record(r) for r in cal_by[METHODS[method]]]
-            test_by[MARGIN] = [margin_record(r) for r in test_by[METHODS[method]]]
+        cal_raw, test_raw = _records(retriever, cal_qs, tick), _records(retriever, test_qs, tick)
+        # every method's row scores as `cpr calibrate` does (costs centred by s.centre); the
+        # extra CPR rows try other centres on the same retrievals
+        centres = [s.centre, *(c for c in s.centres if c != s.centre and method == "cpr")]
+        for c in centres:
+            name = METHODS[method] if c == s.centre else centred_name(c)
+            cal_by[name] = [centred_record(r, c) for r in cal_raw]
+            test_by[name] = [centred_record(r, c) for r in test_raw]
     cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
     hint_rows = {m: s.hint_mode for m in cal_by}
     headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta)
@@ -227,7 +231,8 @@ def run(
     )
     setting = (
         f"model {model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
-        f"H = {meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}; "
+        f"H = {meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}, "
+        f"costs centred by {s.centre:g} x the best; "
         f"models per method: " + ", ".join(f"{m} = {i}" for m, i in used.items())
     )
     headline.notes = [*s.notes, setting, *headline.notes]

@@ -85,9 +85,14 @@ class Retriever:
 
 
 def calibration_id(
-    model_id: str, dataset: str, settings: RetrievalSettings, question_ids: list[str]
+    model_id: str,
+    dataset: str,
+    settings: RetrievalSettings,
+    question_ids: list[str],
+    centre: float = 0.0,
 ) -> str:
-    blob = json.dumps([model_id, dataset, settings.key(), sorted(question_ids)], sort_keys=True)
+    parts = [model_id, dataset, settings.key(), sorted(question_ids)]
+    blob = json.dumps(parts + ([centre] if centre else []), sort_keys=True)  # old ids stay
     return "cal-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -48,6 +48,7 @@ class TrainSettings:
     batch_size: int = 256
     anchor: float = 1.0  # shared-scale loss term (model.train); 0 = the paper's loss alone
     retrieval_negatives: bool = False  # also pair positives with TreeG's own wrong candidates
+    random_negatives: bool = False  # CPR also takes Abl.2's random-walk negatives
     seed: int = 0
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
@@ -102,6 +103,7 @@ def collect(
         seed=s.seed,
         max_pairs=s.max_pairs,
         negatives=s.negatives,
+        random_walks=s.random_negatives,
     )
     pairs: list[PathPair] = []
     stats = {"rollouts": 0, "round_trips": 0, "gold_queries": 0, "rollout_successes": 0}
