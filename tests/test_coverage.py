@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from cpr_neo4j.conformal.evaluate import evaluate, record_from_retrieval
+from cpr_neo4j.conformal.threshold import nonconformity, pac_rank
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.model.encoder import shared_encoder
@@ -66,3 +68,20 @@ def test_mean_ecr_holds_over_random_splits(store, metaqa, hops, n_questions):
         assert row.recall > 1 - alpha, "retrieval must find a gold answer often enough"
         assert row.ecr_mean >= 1 - alpha - tol, (alpha, row.ecr_mean, tol)
         assert row.apss < 1000
+    _pac_holds_for_iid_draws(recs)
+
+
+def _pac_holds_for_iid_draws(recs, n_cal: int = 300, draws: int = 400, delta: float = 0.1):
+    """Calibration-conditional (PAC) taus on the same real scores. Drawing calibration
+    questions i.i.d. from the pool makes the pool their exact distribution, so each
+    draw's coverage is known exactly (the share of pool scores <= tau): it must reach
+    1 - alpha in at least 1 - delta of the draws, up to 4 binomial standard errors."""
+    scores = np.array([nonconformity(r.answer_costs, r.gold) for r in recs])
+    rng = np.random.default_rng(11)
+    for alpha in ALPHAS:
+        k = pac_rank(n_cal, alpha, delta)
+        held = 0
+        for _ in range(draws):
+            tau = np.sort(rng.choice(scores, size=n_cal))[k - 1]
+            held += (np.isfinite(scores) & (scores <= tau)).mean() >= 1 - alpha
+        assert held / draws >= 1 - delta - 4 * math.sqrt(delta * (1 - delta) / draws), alpha

@@ -9,7 +9,7 @@ import pytest
 from cpr_neo4j.errors import CprError, Unattainable
 from cpr_neo4j.graph import records
 from cpr_neo4j.stages.ask import ask
-from cpr_neo4j.stages.calibrate import calibrate, tau_for
+from cpr_neo4j.stages.calibrate import DEFAULT_CENTRE, calibrate, tau_for
 from cpr_neo4j.stages.train import TrainSettings, train
 
 pytestmark = pytest.mark.neo4j
@@ -98,6 +98,7 @@ def test_calibration_stores_the_attainable_range(store, trained):
     assert node["n_finite"] == finite and node["recall"] == pytest.approx(finite / node["n"])
     assert node["alpha_min"] == pytest.approx(1 - finite / (node["n"] + 1))
     assert cal.alpha_min == node["alpha_min"] and node.get("delta") is None
+    assert node["centre"] == DEFAULT_CENTRE
 
 
 def test_unattainable_alpha_is_refused_and_answered_only_on_request(store, trained):
@@ -201,7 +202,7 @@ def test_a_centred_calibration_is_what_ask_serves(store, trained):
     """`--centre c`: costs minus c x the question's best; ask cuts the same scores."""
     result, plain = trained
     q = "what was [Shane Acker] the director of"
-    raw = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
+    raw = ask(store, q, 0.3, "metaqa", model_id=result.model_id)  # the default centre
     cal = calibrate(store, "metaqa", result.model_id, alphas=(0.3,), centre=0.5)
     try:
         node = records.latest_calibration(store, "metaqa", result.model_id)
@@ -209,8 +210,9 @@ def test_a_centred_calibration_is_what_ask_serves(store, trained):
         r = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
         assert r.calibration_id == cal.id and r.answers
         assert all(a.cost <= r.tau for a in r.answers)
-        best = raw.answers[0] if raw.answers else raw.best_outside
+        best = raw.answers[0] if raw.answers else raw.best_outside  # scored at the default
         assert r.answers[0].id == best.id
-        assert r.answers[0].cost == pytest.approx(0.5 * best.cost, abs=1e-5)  # best - 0.5 best
+        raw_best = best.cost / (1 - DEFAULT_CENTRE)  # the best answer scores (1 - c) x best
+        assert r.answers[0].cost == pytest.approx(0.5 * raw_best, rel=1e-4)
     finally:
         store.query("MATCH (c:Calibration {id: $id}) DETACH DELETE c", {"id": cal.id}, write=True)

@@ -305,7 +305,7 @@ class PuctCollector:
             pairs += self._near_miss_pairs(
                 positives, misses, gold_answers, qid, masked_question, rng
             )
-            if self.random_walks:  # Abl.2's negatives on top: every length, any branch
+            if self.random_walks and positives:  # Abl.2's negatives on top: any length
                 pairs += self._random_pairs(
                     hood,
                     positives,

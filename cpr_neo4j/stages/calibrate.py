@@ -32,7 +32,7 @@ from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 # Answer costs minus this share of the question's best cost (conformal.threshold.centred):
 # chosen on inner dev splits (README, "Method").
-DEFAULT_CENTRE = 0.0
+DEFAULT_CENTRE = 0.97
 
 
 @dataclass

@@ -62,7 +62,7 @@ def centred_record(rec: QuestionRecord, centre: float) -> QuestionRecord:
 
 
 def centred_name(centre: float) -> str:
-    return MARGIN if centre == 1 else f"CPR, centred {centre:g}"
+    return {1: MARGIN, 0: "CPR, raw cost"}.get(centre, f"CPR, centred {centre:g}")
 
 
 @dataclass
@@ -102,17 +102,27 @@ class EvalOutput:
     files: dict[str, Path]
 
 
+CPR_ONLY = ("negatives", "retrieval_negatives", "random_negatives")  # Abl.2 ignores them
+
+
+def _ablation_settings(meta: dict) -> dict:
+    return {k: v for k, v in meta["settings"].items() if k not in CPR_ONLY}
+
+
 def _abl2(store: GraphStore, cpr_meta: dict, say: Callable[[str], None]) -> str:
-    """An Abl.2 model trained after CPR's on the same question shares, else a new one."""
+    """An Abl.2 model with CPR's question shares and training settings, else a new one."""
     found = records.latest_model(
         store,
         cpr_meta["dataset"],
         negatives="random",
         hops_filter=cpr_meta.get("hops_filter") or records.ALL_HOPS,
     )
-    if found and found["created"] >= cpr_meta["created"]:
+    if found:
         meta = read_config(found["id"])["meta"]
-        if all(meta.get(k) == cpr_meta.get(k) for k in ("calibration_ids", "inner_dev_ids")):
+        same_shares = all(
+            meta.get(k) == cpr_meta.get(k) for k in ("calibration_ids", "inner_dev_ids")
+        )
+        if same_shares and _ablation_settings(meta) == _ablation_settings(cpr_meta):
             return found["id"]
     say("Abl.2: no w/o-PUCT model with CPR's calibration share; training one now")
     result = train(store, replace(TrainSettings(**cpr_meta["settings"]), negatives="random"))
