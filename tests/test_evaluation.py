@@ -32,30 +32,32 @@ def models(store, metaqa, tmp_path_factory):
         (home / "neo4j").mkdir()
         shutil.copy(credentials_file(), home / "neo4j" / "credentials.json")
     mp.setenv("CPR_HOME", str(home))
-    cpr1 = train(store, TrainSettings("metaqa", hops=1, **SMALL)).model_id
-    evaluated = run(
-        store,
-        EvalSettings(
-            "metaqa",
-            alphas=ALPHAS,
-            repeats=3,
-            hops=1,
-            max_questions=150,
-            hop_level_questions=30,
-            boot=200,
-        ),
-        say=lambda _: None,
-        out_dir=home / "report",
-    )
-    cpr2 = train(store, TrainSettings("metaqa", hops=2, **SMALL)).model_id
-    yield {"cpr1": cpr1, "cpr2": cpr2, "eval": evaluated}
-    store.query(
-        "MATCH (n) WHERE (n:ScoringModel AND n.id IN $ids) OR (n:Calibration AND n.model_id "
-        "IN $ids) OR (n:Ask AND n.model_id IN $ids) DETACH DELETE n",
-        {"ids": [cpr1, cpr2, evaluated.models["Abl.2 (w/o PUCT)"]]},
-        write=True,
-    )
-    mp.undo()
+    try:  # a failed setup must not leave CPR_HOME pointing here for later modules
+        cpr1 = train(store, TrainSettings("metaqa", hops=1, **SMALL)).model_id
+        evaluated = run(
+            store,
+            EvalSettings(
+                "metaqa",
+                alphas=ALPHAS,
+                repeats=3,
+                hops=1,
+                max_questions=150,
+                hop_level_questions=30,
+                boot=200,
+            ),
+            say=lambda _: None,
+            out_dir=home / "report",
+        )
+        cpr2 = train(store, TrainSettings("metaqa", hops=2, **SMALL)).model_id
+        yield {"cpr1": cpr1, "cpr2": cpr2, "eval": evaluated}
+        store.query(
+            "MATCH (n) WHERE (n:ScoringModel AND n.id IN $ids) OR (n:Calibration AND n.model_id "
+            "IN $ids) OR (n:Ask AND n.model_id IN $ids) DETACH DELETE n",
+            {"ids": [cpr1, cpr2, evaluated.models["Abl.2 (w/o PUCT)"]]},
+            write=True,
+        )
+    finally:
+        mp.undo()
 
 
 def test_calibration_inner_dev_and_training_questions_never_overlap(models):

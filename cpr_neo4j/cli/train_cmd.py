@@ -45,14 +45,14 @@ from cpr_neo4j.cli.common import console, open_store, progress_bar, table
 )
 @click.option(
     "--retrieval-negatives/--no-retrieval-negatives",
-    default=False,
+    default=True,
     show_default=True,
     help="Also pair each question's positives with TreeG's own wrong candidates "
     "(the paths the scorer must rank at ask time; CPR only).",
 )
 @click.option(
     "--random-negatives/--no-random-negatives",
-    default=False,
+    default=True,
     show_default=True,
     help="CPR also pairs positives with random walks of every length (Abl.2's negatives).",
 )

@@ -109,6 +109,14 @@ def _ablation_settings(meta: dict) -> dict:
     return {k: v for k, v in meta["settings"].items() if k not in CPR_ONLY}
 
 
+def _config_or_none(model_id: str) -> dict | None:
+    """The model's saved meta, or None when its files are not under this CPR_HOME."""
+    try:
+        return read_config(model_id)["meta"]
+    except CprError:
+        return None
+
+
 def _abl2(store: GraphStore, cpr_meta: dict, say: Callable[[str], None]) -> str:
     """An Abl.2 model with CPR's question shares and training settings, else a new one."""
     found = records.latest_model(
@@ -117,8 +125,8 @@ def _abl2(store: GraphStore, cpr_meta: dict, say: Callable[[str], None]) -> str:
         negatives="random",
         hops_filter=cpr_meta.get("hops_filter") or records.ALL_HOPS,
     )
-    if found:
-        meta = read_config(found["id"])["meta"]
+    meta = _config_or_none(found["id"]) if found else None
+    if meta is not None:
         same_shares = all(
             meta.get(k) == cpr_meta.get(k) for k in ("calibration_ids", "inner_dev_ids")
         )

@@ -47,8 +47,10 @@ class TrainSettings:
     lr: float = 5e-3
     batch_size: int = 256
     anchor: float = 1.0  # shared-scale loss term (model.train); 0 = the paper's loss alone
-    retrieval_negatives: bool = False  # also pair positives with TreeG's own wrong candidates
-    random_negatives: bool = False  # CPR also takes Abl.2's random-walk negatives
+    # CPR's pairs also take TreeG's own wrong candidates and Abl.2's random walks (README,
+    # "Method": chosen on the mixed inner dev split)
+    retrieval_negatives: bool = True
+    random_negatives: bool = True
     seed: int = 0
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
