@@ -63,6 +63,16 @@ def drop_dataset(store, name: str) -> None:
     drop(store, name)
 
 
+def drop_models(store, model_ids: list[str]) -> None:
+    """Leave the shared database as found: no test model, calibration or Ask behind."""
+    store.query(
+        "MATCH (n) WHERE (n:ScoringModel AND n.id IN $ids) "
+        "OR ((n:Calibration OR n:Ask) AND n.model_id IN $ids) DETACH DELETE n",
+        {"ids": list(model_ids)},
+        write=True,
+    )
+
+
 @pytest.fixture(scope="session")
 def metaqa(store):
     """The full bundled MetaQA ingested as dataset 'metaqa' (kept: later stages reuse it)."""

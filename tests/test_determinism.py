@@ -32,6 +32,7 @@ from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.train import TrainSettings, train
+from tests.conftest import drop_models
 
 pytestmark = [
     pytest.mark.neo4j,
@@ -157,14 +158,7 @@ def runs(request, bulk_settings, store, metaqa, models_home):
             )
         yield out
     finally:
-        # Leave the shared database as we found it: no test model or calibration behind.
-        for _, result, _, _ in out.values():
-            store.query(
-                "MATCH (n) WHERE (n:ScoringModel AND n.id = $m) "
-                "OR (n:Calibration AND n.model_id = $m) DETACH DELETE n",
-                {"m": result.model_id},
-                write=True,
-            )
+        drop_models(store, [result.model_id for _, result, _, _ in out.values()])
 
 
 def pick(figures: dict) -> dict:

@@ -14,6 +14,7 @@ from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import calibrate, resolve_model
 from cpr_neo4j.stages.evaluate import INNER_DEV, EvalSettings, run
 from cpr_neo4j.stages.train import TrainSettings, train
+from tests.conftest import drop_models
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.slow]
 
@@ -50,12 +51,7 @@ def models(store, metaqa, tmp_path_factory):
         )
         cpr2 = train(store, TrainSettings("metaqa", hops=2, **SMALL)).model_id
         yield {"cpr1": cpr1, "cpr2": cpr2, "eval": evaluated}
-        store.query(
-            "MATCH (n) WHERE (n:ScoringModel AND n.id IN $ids) OR (n:Calibration AND n.model_id "
-            "IN $ids) OR (n:Ask AND n.model_id IN $ids) DETACH DELETE n",
-            {"ids": [cpr1, cpr2, evaluated.models["Abl.2 (w/o PUCT)"]]},
-            write=True,
-        )
+        drop_models(store, [cpr1, cpr2, evaluated.models["Abl.2 (w/o PUCT)"]])
     finally:
         mp.undo()
 

@@ -11,6 +11,7 @@ from cpr_neo4j.graph import records
 from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import DEFAULT_CENTRE, calibrate, tau_for
 from cpr_neo4j.stages.train import TrainSettings, train
+from tests.conftest import drop_models
 
 pytestmark = pytest.mark.neo4j
 
@@ -31,13 +32,7 @@ def trained(store, metaqa, tmp_path_factory, monkeypatch_module):
     result = train(store, TrainSettings("metaqa", hops=1, max_questions=150, cal_share=0.05))
     cal = calibrate(store, "metaqa", result.model_id, alphas=(0.1, 0.3, 0.5))
     yield result, cal
-    # Leave the shared database as we found it: no test model, calibration or Ask behind.
-    store.query(
-        "MATCH (n) WHERE (n:ScoringModel AND n.id = $m) OR (n:Calibration AND n.model_id = $m) "
-        "OR (n:Ask AND n.model_id = $m) DETACH DELETE n",
-        {"m": result.model_id},
-        write=True,
-    )
+    drop_models(store, [result.model_id])
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph import records
 from cpr_neo4j.serve.app import create_app
 from cpr_neo4j.serve.auth import check_bind, is_loopback
+from tests.conftest import drop_models
 
 pytestmark = pytest.mark.neo4j
 
@@ -53,12 +54,7 @@ def calibrated(store, metaqa):
     result = train(store, TrainSettings("metaqa", hops=2, max_questions=150, cal_share=0.05))
     calibrate(store, "metaqa", result.model_id, alphas=(0.1, 0.3, 0.5))
     yield result.model_id
-    store.query(
-        "MATCH (n) WHERE (n:ScoringModel AND n.id = $m) OR (n:Calibration AND n.model_id = $m) "
-        "DETACH DELETE n",
-        {"m": result.model_id},
-        write=True,
-    )
+    drop_models(store, [result.model_id])
 
 
 @pytest.fixture(scope="module")

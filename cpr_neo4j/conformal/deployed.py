@@ -202,21 +202,23 @@ def deployed(
             for a in alphas:
                 tau = threshold(cal_s, a, d)
                 hit = covered(test_s, tau)
-                *ci_cal, held = ci_cal_and_test(cal_s, test_s, a, boot, rng, d)
-                r = row(
-                    name,
-                    a,
-                    tau,
-                    hit,
-                    sizes(tau),
-                    float(test.hits1.mean()),
-                    float(test.recall.mean()),
-                    ci_test_only(hit, boot, rng),
-                    tuple(ci_cal),
-                    hints.get(m, "none"),
+                lo, hi, held = ci_cal_and_test(cal_s, test_s, a, boot, rng, d)
+                rows.append(
+                    row(
+                        name,
+                        a,
+                        tau,
+                        hit,
+                        sizes(tau),
+                        float(test.hits1.mean()),
+                        float(test.recall.mean()),
+                        ci_test_only(hit, boot, rng),
+                        (lo, hi),
+                        hints.get(m, "none"),
+                        float(cal.recall.mean()),
+                        held,
+                    )
                 )
-                r.recall_cal, r.held = float(cal.recall.mean()), held
-                rows.append(r)
     return DeployedResults(rows, checks, names, list(alphas), n_cal, n_test, boot, seed)
 
 
@@ -231,10 +233,25 @@ def row(
     ci_test: tuple[float, float],
     ci_cal: tuple[float, float] = (math.nan, math.nan),
     hints: str = "none",
+    recall_cal: float = math.nan,
+    held: float = math.nan,
 ) -> DeployedRow:
     """One table row from per-test-question coverage `hit` and set `size`."""
     ecr, apss = float(hit.mean()), float(size.mean())
     ce = ecr / apss if apss > 0 else math.nan
     return DeployedRow(
-        method, float(alpha), tau, ecr, *ci_test, *ci_cal, apss, ce, hits1, recall, len(hit), hints
+        method,
+        float(alpha),
+        tau,
+        ecr,
+        *ci_test,
+        *ci_cal,
+        apss,
+        ce,
+        hits1,
+        recall,
+        len(hit),
+        hints,
+        recall_cal,
+        held,
     )
