@@ -7,13 +7,20 @@ CPR := $(VENV)/bin/cpr
 PYTEST_ARGS ?=
 QUESTION ?= which person directed the movies starred by [John Krasinski]
 
-.PHONY: prereqs setup neo4j demo test lint bench results clean
+.PHONY: prereqs browser-prereqs setup neo4j demo test lint bench results clean
 
 # Java 17+ and Maven run the local Neo4j; install them from Debian's packages if missing.
 prereqs:
 	@command -v java >/dev/null && command -v mvn >/dev/null || { \
 	  echo "installing Java 17 and Maven (apt-get) ..."; \
 	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
+
+# Chromium and its driver for the Neo4j Browser test (tests/test_browser.py, marker `browser`);
+# Selenium comes with the dev extras. CI runs this; elsewhere the test skips without them.
+browser-prereqs:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "installing chromium and chromium-driver (apt-get) ..."; \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)

@@ -1,6 +1,7 @@
 """`cpr serve` under 8 concurrent clients against one `cpr ask` process per question.
 
     python bench/serve.py [--questions 200] [--clients 8] [--baseline 5]
+    python bench/serve.py --fault   # Neo4j stopped and started again under that load
 
 Starts `cpr serve` on a free loopback port, asks MetaQA 2-hop test questions (texts from
 Neo4j) from concurrent client threads, and prints latency p50/p99 and questions/s; then
@@ -130,15 +131,90 @@ def bench_server(
     return p50, qps
 
 
+def fault_run(args: argparse.Namespace, bodies: list[dict], ask_ids: list[str]) -> None:
+    """Clients ask in a loop while Neo4j is stopped and started again; prints the counts of
+    answered and failed requests and of the :Ask records written in that time."""
+    port = free_port()
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-fault-{port}.log"
+    proc = start_server(port, args.scorers, log)
+    url = f"http://127.0.0.1:{port}/ask"
+    with GraphStore() as store:
+        began_at = store.query("RETURN toString(datetime()) AS t")[0][0]["t"]
+    outcomes: list[tuple[float, int, str | None]] = []
+    stop = threading.Event()
+    began = time.perf_counter()
+
+    def client(k: int) -> None:
+        session = requests.Session()
+        i = k
+        while not stop.is_set():
+            try:
+                r = session.post(url, json=bodies[i % len(bodies)], timeout=60)
+                ask_id = r.json().get("ask_id") if r.status_code == 200 else None
+                outcomes.append((time.perf_counter() - began, r.status_code, ask_id))
+            except requests.RequestException:
+                outcomes.append((time.perf_counter() - began, 0, None))
+            i += args.clients
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(args.fault_at)
+        down = time.perf_counter() - began
+        subprocess.run([*CPR, "neo4j", "stop"], check=True, capture_output=True)
+        time.sleep(args.fault_for)
+        subprocess.run([*CPR, "neo4j", "start"], check=True, capture_output=True)
+        up = time.perf_counter() - began
+        time.sleep(args.fault_at)
+        stop.set()
+        for t in threads:
+            t.join()
+    finally:
+        stop.set()
+        proc.terminate()
+        proc.wait(timeout=30)
+    returned = [a for _, status, a in outcomes if status == 200]
+    ask_ids += returned
+    with GraphStore() as store:
+        rows = store.query(
+            "MATCH (a:Ask) WHERE a.created >= $t AND a.question IN $qs "
+            "RETURN a.id AS id, count{ (a)-[:ANSWER]->() } AS answers, a.answer_count AS n",
+            {"t": began_at, "qs": sorted({b["question"] for b in bodies})},
+        )[0]
+    written = [r["id"] for r in rows]
+    ask_ids += sorted(set(written) - set(returned))
+    by_status = Counter(status for _, status, _ in outcomes)
+    after = [status for t, status, _ in outcomes if t > up + 5]
+    print(
+        f"fault run: {len(outcomes)} requests from {args.clients} clients; Neo4j stopped at "
+        f"{down:.0f} s and back (started) at {up:.0f} s"
+    )
+    print(f"  answered {by_status.get(200, 0)}, by status {dict(sorted(by_status.items()))}")
+    print(
+        f"  :Ask records written {len(written)} ({len(set(written))} distinct ids); answered "
+        f"requests with a record {len(set(returned) & set(written))}; records no request "
+        f"reported {len(set(written) - set(returned))}; records with fewer ANSWER "
+        f"relationships than answer_count {sum(r['answers'] < r['n'] for r in rows)}"
+    )
+    print(
+        f"  after recovery (+5 s): {sum(s == 200 for s in after)} of {len(after)} answered, "
+        "without restarting cpr serve"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--baseline", type=int, default=5, help="`cpr ask` processes to time")
-    ap.add_argument("--scorers", type=int, default=2, help="cpr serve --scorers")
+    ap.add_argument("--scorers", type=int, default=4, help="cpr serve --scorers")
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--hops", type=int, default=2)
     ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")
+    ap.add_argument("--fault", action="store_true", help="stop and start Neo4j under load")
+    ap.add_argument("--fault-at", type=float, default=15, help="seconds of load before/after")
+    ap.add_argument("--fault-for", type=float, default=10, help="seconds Neo4j stays down")
     args = ap.parse_args()
 
     with GraphStore() as store:
@@ -153,6 +229,9 @@ def main() -> None:
     )
     ask_ids: list[str] = []
     try:
+        if args.fault:
+            fault_run(args, bodies, ask_ids)
+            return
         p50, qps = bench_server(args, bodies, warm, ask_ids)
         if args.baseline > 0:
             texts = [q.text for q in qs[: args.baseline]]

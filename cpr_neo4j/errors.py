@@ -22,3 +22,11 @@ class Unattainable(BadInput):
 class Conflict(CprError):
     """The request and the stored state disagree, e.g. no calibration matches the model or
     settings asked for (`cpr serve` answers 409)."""
+
+
+class StaleCalibration(Conflict):
+    """The graph changed since the calibration was made: its guarantee no longer holds."""
+
+
+class HintFailed(CprError):
+    """The hint LLM failed or replied with no usable JSON: never a silent switch to no hints."""

@@ -1,5 +1,7 @@
-// Records an answered question: (:Ask)-[:TOPIC]->(topics), -[:ANSWER {rank, cost}]->(answers),
-// -[:VIA {answer, pos}]->(entities of each answer's best path); returns nothing.
+// Records an answered question; returns nothing. (:Ask {id, name = the question, ...})-[:TOPIC]->(topics),
+// -[:ANSWER {rank, cost, path, nodes, rels, forward}]->(answers): nodes are the entity ids e0..eL of the
+// answer's best path, rels the relationship type of each hop and forward true where it points e(i) -> e(i+1).
+// Entities of $path_entities named by a bare Freebase MID (CVT/mediator nodes) get the label :Mediator.
 CREATE (a:Ask {id: $id})
 SET a += $props
 WITH a
@@ -11,10 +13,14 @@ CALL (a) {
 CALL (a) {
   UNWIND $answers AS ans
   MATCH (e:Entity {dataset: $dataset, id: ans.id})
-  CREATE (a)-[:ANSWER {rank: ans.rank, cost: ans.cost, path: ans.path}]->(e)
+  CREATE (a)-[:ANSWER {
+    rank: ans.rank, cost: ans.cost, path: ans.path,
+    nodes: ans.nodes, rels: ans.rels, forward: ans.forward
+  }]->(e)
 }
-CALL (a) {
-  UNWIND $via AS v
-  MATCH (e:Entity {dataset: $dataset, id: v.entity})
-  CREATE (a)-[:VIA {answer: v.answer, pos: v.pos}]->(e)
+CALL () {
+  UNWIND $path_entities AS pid
+  MATCH (e:Entity {dataset: $dataset, id: pid})
+  WHERE e.name =~ '[mg]\\.[0-9A-Za-z_]+'
+  SET e:Mediator
 }

@@ -72,16 +72,21 @@ def test_ask_returns_the_gold_answer_with_a_browsable_record(store, trained, neo
     names = {a.name for a in r.answers}
     assert {"The Santa Clause", "Jungle 2 Jungle", "Joe Somebody"} & names
     assert all(a.cost <= r.tau for a in r.answers) and r.topics[0]["id"] == "John Pasquin"
-    rec = store.query(
-        "MATCH (a:Ask {id: $id}) OPTIONAL MATCH (a)-[:ANSWER]->(e) "
-        "OPTIONAL MATCH (a)-[:VIA]->(v) OPTIONAL MATCH (a)-[:TOPIC]->(t) "
-        "RETURN count(DISTINCT e) AS answers, count(DISTINCT v) AS via, "
-        "collect(DISTINCT t.id) AS t",
-        {"id": r.ask_id},
-    )[0][0]
-    assert rec["answers"] == len(r.answers) and rec["via"] >= 2 and rec["t"] == ["John Pasquin"]
+    rec = records.ask_record(store, r.ask_id)
+    assert len(rec["answers"]) == len(r.answers) and rec["topics"] == ["John Pasquin"]
+    best = rec["answers"][0]  # its best path, hop by hop, as the printed path says
+    assert best["nodes"] == r.answers[0].entities and len(best["rels"]) == len(best["nodes"]) - 1
+    arrow = "-{}->" if best["forward"][0] else "<-{}-"
+    assert arrow.format(best["rels"][0]) in r.answers[0].path
     paths = store.read("ask_paths", id=r.ask_id)
-    assert any(row["r"].type == "directed_by" for row in paths)
+    hops = {row["r"].element_id for row in paths if row["r"].type not in ("TOPIC", "ANSWER")}
+    recorded = {  # each hop as (tail, type, head) of its relationship
+        (a["nodes"][i + 1 - f], a["rels"][i], a["nodes"][i + f])
+        for a in rec["answers"]
+        for i, f in enumerate(a["forward"] or [])
+    }
+    assert len(hops) == len(recorded)
+    assert "directed_by" in {row["r"].type for row in paths}
     if neo4j_settings.source != "environment" and neo4j_settings.source != "testcontainers":
         assert r.browser_url.startswith("http://127.0.0.1:") and "cmd=edit" in r.browser_url
 
@@ -172,7 +177,7 @@ def test_llm_hint_mode_differing_from_calibration_is_refused(store, trained):
     [
         ("", None, "empty question"),
         ("who directed [No Such Film 123]", None, "unknown entity"),
-        ("who directed it", "No Such Film 123", "unknown entity"),
+        ("who directed it", "No Such Film 123", "drop --entity"),  # calibrated with text
     ],
 )
 def test_bad_questions_are_one_line_errors(store, trained, question, entity, message):
@@ -211,3 +216,39 @@ def test_a_centred_calibration_is_what_ask_serves(store, trained):
         assert r.answers[0].cost == pytest.approx(0.5 * raw_best, rel=1e-4)
     finally:
         store.query("MATCH (c:Calibration {id: $id}) DETACH DELETE c", {"id": cal.id}, write=True)
+
+
+def test_ask_file_answers_each_line_in_order(store, trained):
+    """`cpr ask --file -`: one JSON line per input line; bad lines fail alone."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cpr_neo4j.cli.main import cli
+
+    result, _ = trained
+    lines = [
+        json.dumps({"question": "what was [Shane Acker] the director of", "id": "q1"}),
+        "which movie was [John Pasquin] the director for",
+        "",
+        "{not json",
+        json.dumps({"question": "who directed [No Such Film 123]"}),
+    ]
+    args = ["ask", "--file", "-", "--dataset", "metaqa", "--model", result.model_id]
+    out = CliRunner().invoke(cli, [*args, "--alpha", "0.5"], input="\n".join(lines) + "\n")
+    rows = [json.loads(x) for x in out.stdout.splitlines()]
+    assert out.exit_code == 1 and "2 of 4 questions failed" in out.stderr
+    assert [r["line"] for r in rows] == [1, 2, 4, 5] and rows[0]["id"] == "q1"
+    assert rows[0]["topics"][0]["id"] == "Shane Acker" and rows[0]["ask_id"]
+    assert {"The Santa Clause", "Jungle 2 Jungle", "Joe Somebody"} & {
+        a["name"] for a in rows[1]["answers"]
+    }
+    assert "not a question object" in rows[2]["error"] and "error" not in rows[1]
+    assert "unknown entity" in rows[3]["error"] and rows[3]["type"] == "CprError"
+    single = CliRunner().invoke(
+        cli, ["ask", rows[0]["question"], *args[3:], "--alpha", "0.5", "--json"]
+    )
+    assert single.exit_code == 0
+    assert {a["id"] for a in json.loads(single.stdout)["answers"]} == {
+        a["id"] for a in rows[0]["answers"]
+    }

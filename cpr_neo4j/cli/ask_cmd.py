@@ -5,17 +5,31 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
+from typing import Any, TextIO
 
 import click
 
-from cpr_neo4j.cli.common import console, err_console, open_store, table
-from cpr_neo4j.errors import BadInput
+from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
+from cpr_neo4j.errors import BadInput, CprError
 
 SHOWN = 25
 
 
 @click.command()
-@click.argument("question")
+@click.argument("question", required=False)
+@click.option(
+    "--file",
+    "questions_file",
+    type=click.File("r"),
+    help="Answer many questions: a JSON Lines file ('-' for stdin), one {\"question\": ..., "
+    '"entity": ..., "id": ...} object or one plain question per line; writes JSON lines.',
+)
+@click.option(
+    "--output",
+    type=click.File("w"),
+    default="-",
+    help="Where --file writes its JSON lines (default: stdout).",
+)
 @click.option(
     "--alpha",
     default=0.1,
@@ -45,9 +59,16 @@ SHOWN = 25
     help="At an alpha the calibration cannot honour, answer with every candidate (no "
     "guarantee) instead of refusing.",
 )
+@click.option(
+    "--allow-stale",
+    is_flag=True,
+    help="Answer with a calibration made before the graph changed (no guarantee holds).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ask(
-    question: str,
+    question: str | None,
+    questions_file: TextIO | None,
+    output: TextIO,
     alpha: float,
     dataset: str | None,
     entity: str | None,
@@ -59,22 +80,25 @@ def ask(
     llm_model: str,
     delta: float | None,
     all_candidates: bool,
+    allow_stale: bool,
     as_json: bool,
 ) -> None:
-    """Answer QUESTION with a conformal answer set and the paths behind it."""
-    if not question.strip():  # before the heavy imports: a usage error answers at once
+    """Answer QUESTION (or every question of --file) with a conformal answer set and the
+    paths behind it."""
+    if (question is None) == (questions_file is None):
+        raise BadInput('give one QUESTION or --file FILE: cpr ask "which movies did [X] direct"')
+    if question is not None and not question.strip():  # before the heavy imports
         raise BadInput('empty question: cpr ask "which movies did [Ridley Scott] direct"')
-    from cpr_neo4j.stages.ask import ask as run_ask  # torch, scipy: only when asking
+    items = read_questions(questions_file) if questions_file else None
+    from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
     from cpr_neo4j.stages.retrieval import hint_provider
 
     hints = hint_provider(llm_url, llm_model) if llm_url else None
     with open_store() as store:
-        r = run_ask(
+        session = open_session(
             store,
-            question,
             alpha,
             dataset,
-            entity,
             model_id,
             beam_width,
             active,
@@ -82,12 +106,19 @@ def ask(
             hops_filter=hops,
             delta=delta,
             all_candidates=all_candidates,
+            allow_stale=allow_stale,
         )
+        if items is not None:
+            failed = answer_file(session, items, output)
+            if failed:
+                raise CprError(f"{failed} of {len(items)} questions failed (see their lines)")
+            return
+        r = answer(session, question or "", entity)
     if as_json:
-        click.echo(json.dumps(asdict(r), default=lambda x: None if x is None else str(x), indent=2))
+        click.echo(json.dumps(asdict(r), default=_plain, indent=2))
         return
     for note in r.notes:
-        colour = "bold red" if note.startswith("NO GUARANTEE") else "yellow"
+        colour = "bold red" if "NO GUARANTEE" in note else "yellow"
         err_console.print(f"[{colour}]{note}[/{colour}]")
     topics = ", ".join(t["name"] for t in r.topics)
     rows = [[a.rank, a.name, f"{a.cost:.3f}", a.path] for a in r.answers[:SHOWN]]
@@ -113,7 +144,65 @@ def ask(
     else:
         err_console.print("[bold red]No coverage guarantee holds for this set.[/bold red]")
     console.print(f"Recorded as (:Ask {{id: '{r.ask_id}'}}).")
-    if r.browser_url:
+    from cpr_neo4j.neo4j_server.browser import local_link
+
+    if r.browser_url:  # the local server: a link with the connection and the query filled in
+        _, hint = local_link(r.ask_id)
         console.print(f"Browse the paths: {r.browser_url}", soft_wrap=True)
+        if hint:
+            console.print(hint)
     else:
         console.print(f"Browse the paths in Neo4j Browser with:\n{r.cypher}")
+        console.print("(`cpr browser-style` prints a :style command for a readable picture)")
+
+
+def _plain(value: Any) -> Any:
+    return None if value is None else str(value)
+
+
+def read_questions(lines: TextIO) -> list[tuple[int, dict]]:
+    """(line number, {question, entity?, id?}) per non-blank line; a malformed line becomes
+    {"error": ...} so that it fails alone."""
+    items = []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text:
+            continue
+        if not text.startswith("{"):
+            items.append((number, {"question": text}))
+            continue
+        try:
+            row = json.loads(text)
+            if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+                raise ValueError('needs a "question" string')
+        except ValueError as exc:
+            row = {"error": f"line {number} is not a question object: {exc}"}
+        items.append((number, row))
+    if not items:
+        raise BadInput("the questions file has no questions")
+    return items
+
+
+def answer_file(session: Any, items: list[tuple[int, dict]], output: TextIO) -> int:
+    """Answer every item in order, one JSON line each as it comes; returns how many failed."""
+    from cpr_neo4j.stages.ask import ask_many
+
+    good = ((row["question"], row.get("entity")) for _, row in items if "error" not in row)
+    results = ask_many(session, good)
+    failed = 0
+    with progress_bar() as bar:
+        task = bar.add_task("questions", total=len(items))
+        for n, row in items:
+            key = {"line": n} | ({"id": row["id"]} if "id" in row else {})
+            r = row["error"] if "error" in row else next(results)
+            if isinstance(r, str):
+                out = key | {"error": r, "type": "BadInput"}
+            elif isinstance(r, CprError):
+                out = key | {"question": row["question"], "error": str(r), "type": type(r).__name__}
+            else:
+                out = key | asdict(r)
+            failed += "error" in out
+            output.write(json.dumps(out, default=_plain) + "\n")
+            output.flush()
+            bar.advance(task)
+    return failed

@@ -7,7 +7,7 @@ import math
 import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
-from cpr_neo4j.stages.calibrate import DEFAULT_ALPHAS, DEFAULT_CENTRE
+from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, DEFAULT_CENTRE, GOLD, TEXT
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
 from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 
@@ -58,6 +58,16 @@ def parse_alphas(text: str) -> tuple[float, ...]:
     help="Score answers by cost minus this share of the question's best cost "
     "(0: raw cost; 1: margin score); `cpr ask` uses the calibration's.",
 )
+@click.option(
+    "--linking",
+    type=click.Choice([AUTO, TEXT, GOLD]),
+    default=AUTO,
+    show_default=True,
+    help="Topic entities of calibration questions: 'text' links the question text as "
+    "`cpr ask` does (its guarantee then covers linking errors), 'gold' uses the dataset's "
+    "(then `cpr ask` needs --entity); 'auto' is text when it finds the gold topics for at "
+    "least half the questions.",
+)
 def calibrate(
     dataset: str,
     alphas: str,
@@ -70,6 +80,7 @@ def calibrate(
     hint_beta: float,
     delta: float | None,
     centre: float,
+    linking: str,
 ) -> None:
     """Calibrate tau on DATASET's held-out calibration questions."""
     levels = parse_alphas(alphas)
@@ -90,6 +101,7 @@ def calibrate(
             hops_filter=hops,
             delta=delta,
             centre=centre,
+            linking=linking,
         )
     for w in dict.fromkeys(result.warnings):
         err_console.print(f"[yellow]warning: {w}[/yellow]")
@@ -114,6 +126,13 @@ def calibrate(
             else ""
         )
         + "; `cpr ask` refuses a smaller alpha"
+    )
+    how = {TEXT: "linked from the question text, as `cpr ask` does", GOLD: "the gold ones"}
+    console.print(
+        f"entity linking: the question text finds the gold topic entities for "
+        f"{result.linking_accuracy:.1%} of calibration questions; calibrated with topic "
+        f"entities {how[result.linking]}"
+        + (" (so `cpr ask` needs --entity)" if result.linking == GOLD else "")
     )
     console.print(
         f"calibration {result.id} written to Neo4j; next: "

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("ask_cmd", "ask"),
     "eval": ("eval_cmd", "eval_"),
     "serve": ("serve_cmd", "serve"),
+    "browser-style": ("browser_cmd", "browser_style"),
 }
 
 

@@ -16,7 +16,7 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
     "--scorers",
-    default=2,
+    default=4,
     show_default=True,
     type=click.IntRange(1, 64),
     help="Scorers per model in memory: questions to one model answered at the same time.",
@@ -27,16 +27,30 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
     show_default=True,
     help="Load each dataset's newest calibrated model before accepting requests.",
 )
-def serve(host: str, port: int, scorers: int, warm: bool) -> None:
+@click.option(
+    "--torch-threads",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Threads per torch operation; requests already run in parallel, and more threads "
+    "per operation oversubscribe the cores.",
+)
+@click.option("--access-log/--no-access-log", default=False, show_default=True)
+def serve(
+    host: str, port: int, scorers: int, warm: bool, torch_threads: int, access_log: bool
+) -> None:
     """Answer questions over HTTP: POST /ask and /ask/batch, GET /health; docs at /docs."""
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
+    import torch
     import uvicorn  # the server stack and the stages: only when serving
 
     from cpr_neo4j.serve.app import create_app
+
+    torch.set_num_threads(torch_threads)
 
     app = create_app(token=token, scorers_per_model=scorers, warm=warm)
     shown = f"[{host}]" if ":" in host else host
     auth = f"bearer token from ${TOKEN_ENV} required" if token else "none (loopback only)"
     click.echo(f"cpr serve on http://{shown}:{port}  (API docs: /docs; auth: {auth})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)

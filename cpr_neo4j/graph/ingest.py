@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cpr_neo4j.errors import BadInput
+from cpr_neo4j.graph import fingerprint
 from cpr_neo4j.graph.cypher import rel_type, statement, with_rel_type
 from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
@@ -108,6 +109,7 @@ def ingest(
             "questions_source": q.height,
         },
     )
+    fingerprint.refresh(store, name)  # a changed graph makes older calibrations stale
     return report
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cpr_neo4j.config import cpr_home, credentials_file
 from cpr_neo4j.errors import CprError
+from cpr_neo4j.neo4j_server.browser import post_connect_cmd
 
 NEO4J_VERSION = "5.26.30"  # pinned in pom.xml too
 POM = Path(__file__).with_name("pom.xml")
@@ -78,11 +79,15 @@ def _write_conf(bolt_port: int, http_port: int) -> None:
         "# Written by `cpr neo4j install`: loopback only, authentication on.\n"
         "server.default_listen_address=127.0.0.1\n"
         f"server.bolt.listen_address=127.0.0.1:{bolt_port}\n"
+        # what Browser's discovery (GET /) offers: this server's Bolt port, not 7687
+        f"server.bolt.advertised_address=127.0.0.1:{bolt_port}\n"
         f"server.http.listen_address=127.0.0.1:{http_port}\n"
         "server.https.enabled=false\n"
         "dbms.security.auth_enabled=true\n"
         f"server.memory.pagecache.size={os.environ.get('CPR_NEO4J_PAGECACHE', '1g')}\n"
         "db.tx_log.rotation.retention_policy=2 files\n"
+        "# Browser applies the style for (:Ask) records at login (`cpr browser-style`).\n"
+        f"browser.post_connect_cmd={post_connect_cmd()}\n"
     )
 
 

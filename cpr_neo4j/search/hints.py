@@ -1,10 +1,11 @@
 """LLM relation-chain hints and the hint bonus they give TreeG.
 
 A HintProvider proposes up to 4 relation chains (1..H relation names from an allowed list)
-for a question. LLM replies are parsed defensively: anything malformed degrades to fewer
-or no hints with a warning, never an exception out of `hints()`, so a flaky server cannot
-break calibration. Raw replies are cached per (model, question) in a JSON Lines file so
-calibration and evaluation see identical hints (the guarantee needs them fixed).
+for a question. Chains naming relations that do not exist (or too many) are dropped with
+a warning; a reply with no chains list at all, or a server that fails after one retry, is
+a HintFailed error: silently scoring without hints would not be what was calibrated.
+Parsed replies are cached per (model, question) in a JSON Lines file so calibration and
+evaluation see identical hints (the guarantee needs them fixed).
 
 Hint-adjusted cost: V'(p) = V(p) - beta * sum over steps r in p of max_h s(r, h), h over
 the hinted relations. Hints name relations without a direction, so the similarity
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,13 +25,15 @@ from typing import Any, Protocol
 import numpy as np
 import requests
 
-from cpr_neo4j.errors import CprError
+from cpr_neo4j.errors import CprError, HintFailed
 from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.text import readable_relation
 
 log = logging.getLogger(__name__)
 
 MAX_CHAINS = 4
+ATTEMPTS = 2  # one retry for a flaky server; a dead one fails in 2 x timeout + RETRY_WAIT
+RETRY_WAIT = 0.5
 
 _SYSTEM = (
     "You plan relation paths over a knowledge graph. Reply with one JSON object and "
@@ -60,7 +64,8 @@ class NoHints:
 def parse_chains(
     reply: str, relations: list[str], hops: int, max_chains: int = MAX_CHAINS
 ) -> list[list[str]]:
-    """Valid chains from an LLM reply; malformed parts are dropped with a warning.
+    """Valid chains from an LLM reply; malformed parts are dropped with a warning, and a
+    reply without a chains list is a HintFailed error.
 
     Accepted: {"chains": [...]} or a bare list; a string item counts as a one-relation
     chain (small models mix both). Relation names match case-insensitively and ignore a
@@ -71,8 +76,8 @@ def parse_chains(
     if isinstance(data, dict):
         data = data.get("chains")
     if not isinstance(data, list):
-        log.warning("hint reply has no chains list; using no hints: %.200s", reply)
-        return []
+        shown = " ".join(reply.split())[:120]
+        raise HintFailed(f"the hint LLM's reply has no chains list: {shown!r}")
     allowed = {r.lower(): r for r in relations}
     chains: list[list[str]] = []
     dropped = 0
@@ -167,14 +172,27 @@ class _LLMHints:
 
     def hints(self, question: str, relations: list[str], hops: int) -> list[list[str]]:
         reply = self.cache.get(self.model, question)
-        if reply is None:
+        if reply is not None:
+            return parse_chains(reply, relations, hops)
+        reply = self._ask(build_messages(question, relations, hops))
+        chains = parse_chains(reply, relations, hops)
+        self.cache.put(self.model, question, reply)  # only usable replies are cached
+        return chains
+
+    def _ask(self, messages: list[dict[str, str]]) -> str:
+        """The reply text; one retry, then HintFailed (a one-line message)."""
+        for attempt in range(ATTEMPTS):
             try:
-                reply = self._complete(build_messages(question, relations, hops))
-            except Exception as exc:  # any LLM failure means "no hints", never a crash
-                log.warning("hint LLM %s failed (%s); continuing without hints", self.model, exc)
-                return []
-            self.cache.put(self.model, question, reply)  # only real replies are cached
-        return parse_chains(reply, relations, hops)
+                return self._complete(messages)
+            except Exception as exc:  # timeouts, refused connections, HTTP errors, bad JSON
+                if attempt + 1 == ATTEMPTS:
+                    raise HintFailed(
+                        f"the hint LLM {self.model} failed {ATTEMPTS} times "
+                        f"({type(exc).__name__}: {str(exc)[:120]}): start the server, or "
+                        "calibrate and ask without hints"
+                    ) from exc
+                time.sleep(RETRY_WAIT)
+        raise AssertionError("unreachable")
 
 
 class OpenAIHints(_LLMHints):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cpr_neo4j.errors import Conflict, CprError
 from cpr_neo4j.graph import records
@@ -47,11 +47,6 @@ def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
     from cpr_neo4j.stages.ask import ask
 
     dataset, cal = calibration_for(store, req)
-    extra: dict[str, Any] = {}  # only when asked: older ask stages lack these parameters
-    if req.delta is not None:
-        extra["delta"] = req.delta
-    if req.all_candidates:
-        extra["all_candidates"] = True
     with pool.lease(cal["model"]):
         r = ask(
             store,
@@ -63,14 +58,13 @@ def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
             req.beam_width,
             req.active,
             hops_filter=req.hops,
-            **extra,
+            delta=req.delta,
+            all_candidates=req.all_candidates,
+            allow_stale=req.allow_stale,
         )
-    shown = r.answers + ([r.best_outside] if r.best_outside else [])
-    ids = sorted({e for a in shown for e in a.entities})
-    names = records.entity_names(store, r.dataset, ids) if ids else {}
 
     def out(a) -> AnswerOut:
-        steps = [PathEntity(id=e, name=names.get(e, e)) for e in a.entities]
+        steps = [PathEntity(id=e, name=n) for e, n in zip(a.entities, a.entity_names, strict=True)]
         return AnswerOut(
             rank=a.rank, id=a.id, name=a.name, score=a.cost, path=a.path, path_entities=steps
         )
@@ -81,7 +75,7 @@ def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
         dataset=r.dataset,
         topics=[PathEntity(id=t["id"], name=t["name"]) for t in r.topics],
         alpha=r.alpha,
-        delta=getattr(r, "delta", None),
+        delta=r.delta,
         tau=r.tau if finite else None,
         tau_infinite=not finite,
         n=r.n,
@@ -89,20 +83,11 @@ def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
         calibration_id=r.calibration_id,
         answers=[out(a) for a in r.answers],
         best_outside=out(r.best_outside) if r.best_outside else None,
-        guarantee=_guarantee(r),
+        guarantee=r.guarantee,
         notes=list(r.notes),
         ask_id=r.ask_id,
         browser_url=r.browser_url,
         cypher=r.cypher,
-    )
-
-
-def _guarantee(r) -> str | None:
-    if hasattr(r, "guarantee"):
-        return r.guarantee
-    return (  # an ask stage that predates `guarantee`: the plain marginal promise
-        f"for questions like the calibration ones, a set made this way contains a correct "
-        f"answer with probability at least {1 - r.alpha:.0%}"
     )
 
 
@@ -111,7 +96,7 @@ def classify(exc: BaseException) -> ErrorBody | None:
     if is_unavailable(exc):
         return ErrorBody(status=503, type="Neo4jUnavailable", detail=_unavailable(exc))
     if isinstance(exc, Conflict):
-        return ErrorBody(status=409, type="Conflict", detail=str(exc))
+        return ErrorBody(status=409, type=type(exc).__name__, detail=str(exc))
     if isinstance(exc, CprError):
         kind = "BadRequest" if type(exc) is CprError else type(exc).__name__
         return ErrorBody(status=400, type=kind, detail=str(exc))

@@ -35,7 +35,8 @@ log = logging.getLogger("cpr.serve")
 ERRORS = {
     400: "Bad input: unknown or ambiguous entity, an alpha the calibration cannot honour",
     401: "Missing or wrong bearer token (only when the server has one)",
-    409: "No calibration matches the model or settings asked for",
+    409: "No calibration matches the model, settings or entity linking asked for, or the "
+    "graph changed since it was calibrated (allow_stale answers without a guarantee)",
     422: "Malformed request: empty or over-long question, alpha outside (0, 1)",
     503: "Neo4j cannot be reached; retry later",
 }

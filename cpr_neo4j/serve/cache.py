@@ -3,8 +3,8 @@
 Loading a scorer costs seconds (encoder weights, hashing, RCVNet), so the server keeps
 them. A PathScorer grows embedding tables as it scores and is not thread-safe, hence a
 small pool per model, each scorer lent to one request at a time. All scorers share one
-encoder whose encode() runs one call at a time: Hugging Face fast tokenizers fail
-("Already borrowed") when two threads use one at once.
+encoder whose encode() runs one call at a time (Hugging Face fast tokenizers fail with
+"Already borrowed" when two threads use one at once), batching the calls that wait.
 """
 
 from __future__ import annotations
@@ -27,23 +27,58 @@ if TYPE_CHECKING:
 MAX_CACHED_TEXTS = 50_000
 
 
+class _Job:
+    def __init__(self, texts: Sequence[str], cache: bool):
+        self.texts, self.cache = list(texts), cache
+        self.result: np.ndarray | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
 class LockedEncoder:
-    """A TextEncoder usable from many threads: encode() is serialised, the rest delegated."""
+    """A TextEncoder usable from many threads. encode() calls that arrive while one runs
+    are queued and the next caller encodes them all in one batch (a 32-text batch costs
+    about 5 ms per text on CPU against 20 ms for one text alone)."""
 
     def __init__(self, inner: TextEncoder, max_cached: int = MAX_CACHED_TEXTS):
         self._inner = inner
-        self._lock = threading.Lock()
+        self._queue_lock = threading.Lock()
+        self._run_lock = threading.Lock()  # one encoder call at a time
+        self._queue: list[_Job] = []
         self._max_cached = max_cached
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
-        with self._lock:
-            cached = getattr(self._inner, "_cache", None)
-            if cached is not None and len(cached) > self._max_cached:
-                cached.clear()
-            return self._inner.encode(texts, cache=cache)
+        job = _Job(texts, cache)
+        with self._queue_lock:
+            self._queue.append(job)
+        with self._run_lock:
+            if not job.done:  # nobody took it yet: encode everything queued so far
+                with self._queue_lock:
+                    jobs, self._queue = self._queue, []
+                self._run(jobs)
+        if job.error is not None:
+            raise job.error
+        assert job.result is not None
+        return job.result
+
+    def _run(self, jobs: list[_Job]) -> None:
+        cached = getattr(self._inner, "_cache", None)
+        if cached is not None and len(cached) > self._max_cached:
+            cached.clear()
+        texts = list(dict.fromkeys(t for j in jobs for t in j.texts))
+        try:
+            vectors = self._inner.encode(texts, cache=any(j.cache for j in jobs))
+            row = {t: i for i, t in enumerate(texts)}
+            for j in jobs:
+                j.result = vectors[[row[t] for t in j.texts]]
+        except BaseException as exc:  # every waiting caller sees the failure
+            for j in jobs:
+                j.error = exc
+        for j in jobs:
+            j.done = True
 
 
 class ScorerPool:

@@ -23,6 +23,9 @@ class AskRequest(BaseModel):
     active: int | None = Field(None, ge=1, description="Must equal the calibrated A.")
     delta: float | None = Field(None, gt=0, lt=1, description="PAC guarantee level.")
     all_candidates: bool = Field(False, description="At an alpha the calibration cannot honour.")
+    allow_stale: bool = Field(
+        False, description="Answer with a calibration older than the graph (no guarantee)."
+    )
 
     @field_validator("question")
     @classmethod

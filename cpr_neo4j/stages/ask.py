@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-import urllib.parse
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from cpr_neo4j.config import local_server_settings
 from cpr_neo4j.conformal.threshold import centred, percent
-from cpr_neo4j.errors import CprError, Unattainable
-from cpr_neo4j.graph import records
-from cpr_neo4j.graph.cypher import statement
+from cpr_neo4j.errors import Conflict, CprError, StaleCalibration, Unattainable
+from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph.fingerprint import stale_reason
 from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import scorer_for
+from cpr_neo4j.neo4j_server.browser import ask_link, ask_query
 from cpr_neo4j.search.hints import HintProvider
-from cpr_neo4j.stages.calibrate import tau_for, why_unattainable
+from cpr_neo4j.stages.calibrate import GOLD, TEXT, tau_for, why_unattainable
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.text import mask_question
 
@@ -32,6 +34,7 @@ class Answer:
     cost: float
     path: str  # the best path, entity names and relation arrows
     entities: list[str]  # entity ids along the best path, topic first
+    entity_names: list[str] = field(default_factory=list)  # their names, in the same order
 
 
 @dataclass
@@ -107,12 +110,32 @@ def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
         )
 
 
-def ask(
+@dataclass
+class Linked:
+    topics: list[dict]  # [{id, name}]
+    notes: list[str]
+    masked: str  # the question with its topic mentions masked, as the scorer reads it
+
+
+@dataclass
+class Session:
+    """What every question of one request shares: the calibration, its tau at alpha, the
+    retriever with its loaded scorer, and why a guarantee does not hold (None: it does)."""
+
+    store: GraphStore
+    dataset: str
+    cal: dict
+    alpha: float
+    delta: float | None
+    tau: float
+    retriever: Retriever
+    no_guarantee: str | None  # a NO GUARANTEE / STALE note when no guarantee holds
+
+
+def open_session(
     store: GraphStore,
-    text: str,
     alpha: float,
     dataset: str | None = None,
-    entity: str | None = None,
     model_id: str | None = None,
     beam_width: int | None = None,
     active: int | None = None,
@@ -121,9 +144,9 @@ def ask(
     hops_filter: int | None = None,
     delta: float | None = None,
     all_candidates: bool = False,
-) -> AskResult:
-    if not text or not text.strip():
-        raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+    allow_stale: bool = False,
+) -> Session:
+    """Check the request against the newest matching calibration; errors before any search."""
     dataset = _pick_dataset(store, dataset)
     cal = records.latest_calibration(store, dataset, model_id, hops_filter)
     if cal is None:
@@ -148,6 +171,15 @@ def ask(
         else 0.0,
     )
     check_settings(cal, wanted)
+    stale = stale_reason(
+        cal.get("graph_fingerprint"), fingerprint.current(store, dataset, cal.get("graph_now"))
+    )
+    if stale and not allow_stale:
+        raise StaleCalibration(
+            f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
+            f"`cpr calibrate {dataset}` again (or pass --allow-stale to answer without a "
+            "guarantee)"
+        )
     tau = tau_for(cal, alpha, delta)
     why = why_unattainable(cal, alpha, delta) if math.isinf(tau) else None
     if why and not all_candidates:
@@ -155,39 +187,76 @@ def ask(
             f"alpha={alpha:g} cannot be honoured by calibration {cal['id']}: {why}; ask with "
             "a larger --alpha, or pass --all-candidates for every candidate without a guarantee"
         )
-    topics, notes = link(store, dataset, text, entity)
-    scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
-    retriever = Retriever(store, dataset, scorer, wanted, hints)
-    topic_ids = [t["id"] for t in topics]
-    masked = mask_question(text, [t["name"] for t in topics])
-    retrieval = retriever.run(masked, topic_ids, text)
-    ranked = retrieval.ranked_answers()
-    if ranked and cal.get("centre"):  # the calibration's score: costs minus c x the best
-        ranked = [(e, c) for e, c in centred(dict(ranked), cal["centre"]).items()]
-    inside = [(e, c) for e, c in ranked if c <= tau]
-    names = records.entity_names(
-        store, dataset, [e for e, _ in inside[:1000]] or [e for e, _ in ranked[:1]]
-    )
-
-    relpaths = {}
-
-    def answer(rank: int, entity_id: str, cost: float) -> Answer:
-        relpaths[entity_id], chain, _ = retrieval.witness(entity_id)
-        return Answer(entity_id, names.get(entity_id, entity_id), rank, cost, "", chain)
-
-    answers = [answer(i + 1, e, c) for i, (e, c) in enumerate(inside)]
-    best_outside = answer(1, *ranked[0]) if not answers and ranked else None
-    described = answers + ([best_outside] if best_outside else [])
-    chain_ids = sorted({e for a in described for e in a.entities} - names.keys())
-    names.update(records.entity_names(store, dataset, chain_ids) if chain_ids else {})
-    for a in described:
-        a.path = describe(relpaths[a.id], a.entities, names)
+    notes = []
+    if stale:
+        notes.append(f"STALE CALIBRATION, NO GUARANTEE: {stale}; run `cpr calibrate {dataset}`")
     if why:
         notes.append(
             f"NO GUARANTEE: {why}; tau = +inf, so the set is every candidate and it holds a "
             f"correct answer for only about {percent(cal.get('recall', math.nan))} of questions "
             f"(the calibration's retrieval recall), not {percent(1 - alpha)}"
         )
+    scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
+    retriever = Retriever(store, dataset, scorer, wanted, hints)
+    return Session(store, dataset, cal, alpha, delta, tau, retriever, "; ".join(notes) or None)
+
+
+def check_linking(cal: dict, entity: str | None) -> None:
+    """The guarantee covers the linking the calibration used: refuse the other one."""
+    calibrated = cal.get("linking") or GOLD
+    if entity is None and calibrated == GOLD:
+        raise Conflict(
+            f"calibration {cal['id']} used the dataset's gold topic entities, so it covers "
+            "questions asked with --entity: pass --entity, or run `cpr calibrate "
+            f"{cal.get('dataset')} --linking text` to cover linking from the question text"
+        )
+    if entity is not None and calibrated == TEXT:
+        raise Conflict(
+            f"calibration {cal['id']} links topic entities from the question text, as `cpr "
+            "ask` does without --entity: drop --entity (name the entity in [brackets]), or "
+            f"run `cpr calibrate {cal.get('dataset')} --linking gold`"
+        )
+
+
+def link_question(session: Session, text: str, entity: str | None) -> Linked:
+    """Topic entities of one question, linked the way its calibration was."""
+    if not text or not text.strip():
+        raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+    check_linking(session.cal, entity)
+    topics, notes = link(session.store, session.dataset, text, entity)
+    return Linked(topics, notes, mask_question(text, [t["name"] for t in topics]))
+
+
+def answer(
+    session: Session, text: str, entity: str | None = None, linked: Linked | None = None
+) -> AskResult:
+    """One question under an open session: link, search, cut at tau, record an :Ask."""
+    store, dataset, cal, tau = session.store, session.dataset, session.cal, session.tau
+    linked = linked or link_question(session, text, entity)
+    topics, notes, masked = linked.topics, list(linked.notes), linked.masked
+    topic_ids = [t["id"] for t in topics]
+    retrieval = session.retriever.run(masked, topic_ids, text)
+    ranked = retrieval.ranked_answers()
+    if ranked and cal.get("centre"):  # the calibration's score: costs minus c x the best
+        ranked = [(e, c) for e, c in centred(dict(ranked), cal["centre"]).items()]
+    inside = [(e, c) for e, c in ranked if c <= tau]
+    relpaths = {}
+
+    def answer_at(rank: int, entity_id: str, cost: float) -> Answer:
+        relpaths[entity_id], chain, _ = retrieval.witness(entity_id)
+        return Answer(entity_id, entity_id, rank, cost, "", chain)
+
+    answers = [answer_at(i + 1, e, c) for i, (e, c) in enumerate(inside)]
+    best_outside = answer_at(1, *ranked[0]) if not answers and ranked else None
+    described = answers + ([best_outside] if best_outside else [])
+    ids = sorted({e for a in described for e in a.entities})
+    names = records.entity_names(store, dataset, ids) if ids else {}  # one round trip
+    for a in described:
+        a.name = names.get(a.id, a.id)
+        a.entity_names = [names.get(e, e) for e in a.entities]
+        a.path = describe(relpaths[a.id], a.entities, names)
+    if session.no_guarantee:
+        notes.append(session.no_guarantee)
     ask_id = uuid.uuid4().hex[:12]
     records.save_ask(
         store,
@@ -196,10 +265,10 @@ def ask(
         {
             "question": text,
             "dataset": dataset,
-            "alpha": alpha,
-            "delta": delta,
+            "alpha": session.alpha,
+            "delta": session.delta,
             "tau": tau,
-            "guaranteed": why is None,
+            "guaranteed": session.no_guarantee is None,
             "n": cal["n"],
             "model_id": cal["model"],
             "calibration_id": cal["id"],
@@ -214,16 +283,12 @@ def ask(
             for i, e in enumerate(a.entities)
         ],
     )
-    cypher = statement("ask_paths").split("\n", 1)[1].replace("$id", f"'{ask_id}'").strip()
-    local = local_server_settings()
-    url = None
-    if local and store.settings.uri == local["uri"]:
-        url = f"{local['http']}/browser/?cmd=edit&arg={urllib.parse.quote(cypher)}"
+    url, cypher = browser_link(store, ask_id)
     return AskResult(
         text,
         dataset,
         topics,
-        alpha,
+        session.alpha,
         tau,
         cal["n"],
         answers,
@@ -234,6 +299,77 @@ def ask(
         url,
         cypher,
         notes,
-        delta,
-        None if why else guarantee_sentence(alpha, delta),
+        session.delta,
+        None if session.no_guarantee else guarantee_sentence(session.alpha, session.delta),
     )
+
+
+def ask_many(
+    session: Session, items: Iterable[tuple[str, str | None]], chunk: int = 64
+) -> Iterator[AskResult | CprError]:
+    """(question, entity) pairs in order: a result, or the CprError that question raised
+    (the others go on). Question texts are embedded `chunk` at a time."""
+    it = iter(items)
+    while pending := list(itertools.islice(it, chunk)):
+        linked: list[Linked | CprError] = []
+        for text, entity in pending:
+            try:
+                linked.append(link_question(session, text, entity))
+            except CprError as exc:
+                linked.append(exc)
+        session.retriever.scorer.questions([x.masked for x in linked if isinstance(x, Linked)])
+        for (text, entity), found in zip(pending, linked, strict=True):
+            if isinstance(found, CprError):
+                yield found
+                continue
+            try:
+                yield answer(session, text, entity, found)
+            except CprError as exc:
+                yield exc
+
+
+def browser_link(store: GraphStore, ask_id: str) -> tuple[str | None, str]:
+    """(Neo4j Browser link with the connection filled in, when the local server is the one
+    in use; the Cypher to paste)."""
+    local = local_server_settings()
+    url = None
+    if local and store.settings.uri == local["uri"]:
+        user = local.get("username", "neo4j")
+        url = ask_link(local["http"], local["uri"], ask_id, user, store.database or "neo4j")
+    return url, ask_query(ask_id)
+
+
+def ask(
+    store: GraphStore,
+    text: str,
+    alpha: float,
+    dataset: str | None = None,
+    entity: str | None = None,
+    model_id: str | None = None,
+    beam_width: int | None = None,
+    active: int | None = None,
+    hints: HintProvider | None = None,
+    hint_beta: float | None = None,
+    hops_filter: int | None = None,
+    delta: float | None = None,
+    all_candidates: bool = False,
+    allow_stale: bool = False,
+) -> AskResult:
+    """One question: `open_session` + `answer`."""
+    if not text or not text.strip():  # before loading anything
+        raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+    session = open_session(
+        store,
+        alpha,
+        dataset,
+        model_id,
+        beam_width,
+        active,
+        hints,
+        hint_beta,
+        hops_filter,
+        delta,
+        all_candidates,
+        allow_stale,
+    )
+    return answer(session, text, entity)

@@ -22,17 +22,24 @@ from cpr_neo4j.conformal.threshold import (
     unattainable,
 )
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import records
+from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
+from cpr_neo4j.text import mask_question
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 # Answer costs minus this share of the question's best cost (conformal.threshold.centred):
 # chosen on inner dev splits (README, "Method").
 DEFAULT_CENTRE = 0.97
+# Topic entities of calibration questions: TEXT links the question text as `cpr ask` does
+# (its errors count as misses), GOLD takes the dataset's; AUTO picks TEXT when it finds
+# the gold topics for at least MIN_TEXT_LINKING of the questions.
+TEXT, GOLD, AUTO = "text", "gold", "auto"
+MIN_TEXT_LINKING = 0.5
 
 
 @dataclass
@@ -47,6 +54,8 @@ class CalibrationResult:
     delta: float | None = None  # PAC taus were computed too (with probability 1 - delta)
     pac_taus: dict[float, float] | None = None
     pac_alpha_min: float | None = None
+    linking: str = GOLD  # how topic entities were found: TEXT (as `cpr ask` does) or GOLD
+    linking_accuracy: float = 1.0  # share of questions whose text links to the gold topics
 
 
 def resolve_model(
@@ -87,6 +96,7 @@ def calibrate(
     hops_filter: int | None = None,
     delta: float | None = None,
     centre: float = DEFAULT_CENTRE,
+    linking: str = AUTO,
 ) -> CalibrationResult:
     model_id = resolve_model(store, dataset, model_id, hops_filter)
     config = read_config(model_id)
@@ -106,13 +116,21 @@ def calibrate(
     cal = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"), ids)
     if not cal:
         raise CprError(f"model {model_id} lists no calibration questions present in {dataset!r}")
+    graph = fingerprint.current(store, dataset)
+    linked = {q.id: link_text(store, dataset, q.text) for q in cal}
+    accuracy = sum(set(linked[q.id][0]) == set(q.topics) for q in cal) / len(cal)
+    mode = choose_linking(linking, accuracy)
+    inputs = {
+        q.id: linked[q.id] if mode == TEXT else (q.topics, q.masked) for q in cal
+    }  # (topic ids, masked text): what `cpr ask` would search from
     on_questions(len(cal))
     retriever = Retriever(store, dataset, scorer, settings, hints)
-    scorer.questions([q.masked for q in cal])  # one embedding batch for all question texts
+    scorer.questions([m for t, m in inputs.values() if t])  # one embedding batch
     scores = []
     for q in cal:
-        r = retriever.run(q.masked, q.topics, q.text)
-        scores.append(nonconformity(centred(r.answer_costs(), centre), q.answers))
+        topics, masked = inputs[q.id]
+        costs = retriever.run(masked, topics, q.text).answer_costs() if topics else {}
+        scores.append(nonconformity(centred(costs, centre), q.answers))
         tick()
     scores_arr = np.sort(np.asarray(scores, dtype=float))
     n, n_finite = len(scores_arr), int(np.isfinite(scores_arr).sum())
@@ -124,7 +142,7 @@ def calibrate(
         for a in alphas
         if (why := unattainable(n, n_finite, a, d))
     ]
-    cid = calibration_id(model_id, dataset, settings, sorted(ids), centre)
+    cid = calibration_id(model_id, dataset, settings, sorted(ids), centre, mode)
     recall = n_finite / n
     alpha_min = smallest_alpha(n, n_finite)
     pac_alpha_min = smallest_alpha(n, n_finite, delta) if delta else None
@@ -147,6 +165,9 @@ def calibrate(
             "pac_taus": [pac[a] for a in alphas] if pac else None,
             "pac_alpha_min": pac_alpha_min,
             "centre": centre,
+            "linking": mode,
+            "linking_accuracy": accuracy,
+            "graph_fingerprint": graph,
             "settings": settings.key(),
             "hint_mode": settings.hint_mode,
             "hint_beta": settings.hint_beta,
@@ -159,8 +180,36 @@ def calibrate(
         },
     )
     return CalibrationResult(
-        cid, model_id, n, taus, recall, caught, alpha_min, delta, pac, pac_alpha_min
+        cid,
+        model_id,
+        n,
+        taus,
+        recall,
+        caught,
+        alpha_min,
+        delta,
+        pac,
+        pac_alpha_min,
+        mode,
+        accuracy,
     )
+
+
+def link_text(store: GraphStore, dataset: str, text: str) -> tuple[list[str], str]:
+    """(topic ids, masked question) as `cpr ask` finds them; ([], text) when linking fails."""
+    try:
+        topics, _ = link(store, dataset, text)
+    except CprError:
+        return [], text
+    return [t["id"] for t in topics], mask_question(text, [t["name"] for t in topics])
+
+
+def choose_linking(asked: str, accuracy: float) -> str:
+    if asked not in (TEXT, GOLD, AUTO):
+        raise CprError(f"linking must be {TEXT}, {GOLD} or {AUTO}, got {asked!r}")
+    if asked != AUTO:
+        return asked
+    return TEXT if accuracy >= MIN_TEXT_LINKING else GOLD
 
 
 def tau_for(calibration: dict, alpha: float, delta: float | None = None) -> float:

@@ -90,9 +90,11 @@ def calibration_id(
     settings: RetrievalSettings,
     question_ids: list[str],
     centre: float = 0.0,
+    linking: str = "gold",
 ) -> str:
     parts = [model_id, dataset, settings.key(), sorted(question_ids)]
-    blob = json.dumps(parts + ([centre] if centre else []), sort_keys=True)  # old ids stay
+    extra = ([centre] if centre else []) + ([linking] if linking != "gold" else [])
+    blob = json.dumps(parts + extra, sort_keys=True)  # older ids stay what they were
     return "cal-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import records
+from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours, gold_paths
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.encoder import TextEncoder, step_text
@@ -212,6 +212,7 @@ def train(
             "created": datetime.now(timezone.utc).isoformat(),
             "path": str(folder),
             "encoder": encoder.model_name,
+            "graph_fingerprint": fingerprint.current(store, s.dataset),
             "settings": asdict(s),
             **{k: v for k, v in figures.items() if not isinstance(v, list)},
         },

@@ -1,0 +1,49 @@
+"""Graph fingerprints: which version of a dataset's graph a model or calibration was made on.
+
+A calibration's guarantee holds for the graph it was computed on. Ingest only adds (MERGE),
+so entity and triple counts plus the relation types change whenever the graph does; their
+digest, with a generation number bumped at each change, is the fingerprint stored on the
+:Dataset node and copied onto :ScoringModel and :Calibration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph.cypher import statement
+from cpr_neo4j.graph.store import GraphStore
+
+
+def refresh(store: GraphStore, dataset: str) -> str:
+    """Recompute the digest (a scan of the dataset: call after ingest) and store it."""
+    counts = store.read("dataset_counts", dataset=dataset)[0]
+    relations = sorted(
+        r["name"] for r in store.read("relations", dataset=dataset) if r["direction"] == "forward"
+    )
+    shape = [counts["entities"], counts["triples"], relations]
+    digest = hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
+    rows, _ = store.query(
+        statement("dataset_fingerprint"), {"dataset": dataset, "digest": digest}, write=True
+    )
+    if not rows:
+        raise CprError(f"dataset {dataset!r} is not in Neo4j: run `cpr ingest {dataset}`")
+    return rows[0]["fingerprint"]
+
+
+def current(store: GraphStore, dataset: str, stored: str | None = None) -> str:
+    """The dataset's fingerprint (`stored`: as already read with another query); computed
+    once for a dataset ingested before fingerprints existed."""
+    if stored is None:
+        rows = store.read("dataset_info", dataset=dataset)
+        stored = rows[0]["d"].get("fingerprint") if rows else None
+    return stored or refresh(store, dataset)
+
+
+def stale_reason(made_on: str | None, now: str, what: str = "calibration") -> str | None:
+    """Why a record made on graph `made_on` no longer describes graph `now`, or None."""
+    if made_on == now:
+        return None
+    if made_on is None:
+        return f"the {what} predates graph fingerprints, so nothing shows it matches the graph"
+    return f"the graph changed since the {what} was made (graph {made_on}, now {now})"
