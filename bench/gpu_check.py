@@ -1,15 +1,21 @@
-"""GPU check: train RCVNet for a few epochs and score paths on CUDA; print throughput.
+"""GPU check: RCVNet training and path scoring on CUDA vs CPU, and relation hints from
+in-process vLLM on the GPU vs llama.cpp's server on the CPU; prints the timings.
 
-    python bench/gpu_check.py [--pairs 20000] [--epochs 3]
+    python bench/gpu_check.py [--pairs 20000] [--epochs 3] [--llm MODEL_OR_PATH]
 
 Self-contained (no graph, no dataset files): pairs are built from question templates
 whose answer relation chain is known, against random other chains of the same length.
-Exits 0 with a message when CUDA is not available.
+Hints: one batch of prompts (each template, masked, with its relations) through
+VllmHints (needs the `llm` extra and a small instruct model already on the machine:
+--llm, else $CPR_GPU_LLM, else the first *Instruct* model in the Hugging Face cache), then
+the same prompts through the SmolLM2 llama.cpp server when the `llm-cpu` extra is there.
+Exits 0 with a message when CUDA is not available; a missing vLLM or model skips hints.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -78,10 +84,74 @@ def check(device: str, encoder: TextEncoder, pairs: list[PathPair], epochs: int)
     assert report.accuracy_trained > report.accuracy_vsem, "training did not help"
 
 
+def find_llm(given: str | None) -> str | None:
+    """A small instruct model already here: no download is possible on a device machine."""
+    if given or os.environ.get("CPR_GPU_LLM"):
+        return given or os.environ["CPR_GPU_LLM"]
+    hub = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
+    for folder in sorted(hub.glob("models--*Instruct*")):
+        snaps = sorted((folder / "snapshots").glob("*"))
+        if snaps:
+            return str(snaps[-1])
+    return None
+
+
+def hint_items() -> list[tuple[str, list[str], int]]:
+    return [(t, RELATIONS, len(c)) for t, c in TEMPLATES.items()] * 4
+
+
+def timed_hints(label: str, provider, items) -> None:
+    from cpr_neo4j.errors import HintFailed
+
+    start = time.perf_counter()
+    try:
+        provider.prefetch(items)
+        seconds = time.perf_counter() - start
+        distinct = len({(q, h) for q, _, h in items})
+        print(
+            f"[{label}] hints: {distinct} distinct prompts in {seconds:.2f} s "
+            f"({seconds / distinct:.3f} s per prompt); {provider.stats.line()}"
+        )
+    except HintFailed as exc:
+        print(f"[{label}] hints failed after {time.perf_counter() - start:.1f} s: {exc}")
+
+
+def check_hints(model: str | None) -> None:
+    from cpr_neo4j import llm_server
+    from cpr_neo4j.errors import CprError
+    from cpr_neo4j.search.hints import OpenAIHints, VllmHints
+
+    items = hint_items()
+    if model is None:
+        print("[cuda] hints: no instruct model here (--llm PATH or $CPR_GPU_LLM); skipped")
+    else:
+        try:
+            start = time.perf_counter()
+            vllm_hints = VllmHints(model, gpu_memory_utilization=0.4, max_model_len=4096)
+            print(f"[cuda] vLLM loaded {model} in {time.perf_counter() - start:.1f} s")
+            timed_hints("cuda", vllm_hints, items)
+        except CprError as exc:
+            print(f"[cuda] hints skipped: {exc}")
+    if llm_server.missing():
+        print("[cpu] hints: llama.cpp server not installed (extra llm-cpu); skipped")
+        return
+    port = llm_server.free_port()
+    log = Path("/tmp") / f"gpu_check_llm_{port}.log"
+    proc = llm_server.spawn("127.0.0.1", port, log, threads=os.cpu_count())
+    try:
+        url = llm_server.url_of("127.0.0.1", port)
+        llm_server.wait_ready(url, proc, log)
+        timed_hints("cpu", OpenAIHints(url, llm_server.MODEL_ALIAS, parallel=1), items)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--llm", help="Instruct model (name or local path) for vLLM hints.")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("gpu_check: CUDA is not available here; nothing to check (ok).")
@@ -91,6 +161,7 @@ def main() -> int:
     pairs = make_pairs(args.pairs, seed=0)
     for device in ("cuda", "cpu"):
         check(device, encoder, pairs, args.epochs)
+    check_hints(find_llm(args.llm))
     return 0
 
 

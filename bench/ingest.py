@@ -1,26 +1,38 @@
-"""Ingest throughput on the MetaQA KB: online MERGE batches vs neo4j-admin bulk import vs a
-naive one-MERGE-per-triple baseline, all measured in this run. Prints ratios.
+"""Ingest throughput: online (column batches, all relation types in one statement) against
+the frozen previous online path (`v1`: a map per row, one statement per relation type) and a
+naive one-MERGE-per-triple baseline, on the MetaQA KB and on synthetic graphs with 10 /
+1,000 / 5,000 relation types at equal triple count; then neo4j-admin bulk import. All
+measured in this run; v1 and new alternate, and ratios compare them.
 
-    python bench/ingest.py [--naive-sample 3000]
+    python bench/ingest.py [--naive-sample 3000] [--types 10,1000,5000] [--type-triples 50000]
+                           [--repeats 1] [--skip-bulk]
 
-Online and naive write to throw-away datasets on the configured server (NEO4J_* or the
-local one) and delete them afterwards. Bulk needs an empty database, so it runs on a
-private second local server (its own CPR_HOME and ports), never on yours.
+Online, v1 and naive write to throw-away datasets on the configured server (NEO4J_* or the
+local one under CPR_HOME: point CPR_HOME at a private server to keep yours clean) and
+delete them afterwards. Bulk needs an empty database, so it runs on a private second local
+server (its own CPR_HOME and ports), never on yours.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
+
 from cpr_neo4j.graph import bulk
-from cpr_neo4j.graph.cypher import rel_type
-from cpr_neo4j.graph.ingest import drop, ingest
+from cpr_neo4j.graph.cypher import rel_type, statement, with_rel_type
+from cpr_neo4j.graph.ingest import drop, ingest, validate_relations, write_entities, write_triples
+from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.loaders.base import Dataset, build_dataset, questions_frame
 from cpr_neo4j.loaders.metaqa import load_metaqa
 from cpr_neo4j.neo4j_server import server
 
@@ -31,21 +43,60 @@ NAIVE = (
 )
 
 
-def graph_only(ds, name):
+def graph_only(ds: Dataset, name: str) -> Dataset:
     return replace(ds, name=name, questions=ds.questions.head(0))
 
 
-def online(ds) -> float:
+def ingest_v1(store: GraphStore, ds: Dataset, batch_size: int = 10_000) -> None:
+    """The previous online graph path, frozen: entities, then one statement per type."""
+    bootstrap(store)
+    extra = {"dataset": ds.name}
+    for _ in store.write_batches(
+        statement("merge_entities"), ds.entities.iter_rows(named=True), batch_size, extra
+    ):
+        pass
+    for (rel,), group in ds.triples.group_by("relation", maintain_order=True):
+        rows = group.select(pl.col("head").alias("h"), pl.col("tail").alias("t"))
+        for _ in store.write_batches(
+            with_rel_type("merge_triples", rel), rows.iter_rows(named=True), batch_size, extra
+        ):
+            pass
+
+
+def ingest_new(store: GraphStore, ds: Dataset, batch_size: int = 10_000) -> None:
+    """The same graph stages as ingest_v1, as `ingest` runs them now."""
+    bootstrap(store)
+    for _ in write_entities(store, ds, batch_size):
+        pass
+    for _ in write_triples(store, ds, validate_relations(ds), batch_size):
+        pass
+
+
+def ingest_whole(store: GraphStore, ds: Dataset) -> None:
+    """`ingest` itself: the graph plus Relation nodes, questions, links, Dataset record."""
+    ingest(store, ds)
+
+
+def timed(ds: Dataset, fn: Callable[[GraphStore, Dataset], None]) -> float:
     with GraphStore() as store:
-        drop(store, "bench_online")
+        drop(store, ds.name)
         began = time.perf_counter()
-        ingest(store, graph_only(ds, "bench_online"))
+        fn(store, ds)
         took = time.perf_counter() - began
-        drop(store, "bench_online")
+        drop(store, ds.name)
     return took
 
 
-def naive(ds, sample: int) -> float:
+def compare(ds: Dataset, repeats: int) -> dict[str, float]:
+    """Median seconds of the graph stages (entities + triples), v1 and new alternating."""
+    runs: dict[str, list[float]] = {"v1": [], "new": []}
+    for k in range(repeats):
+        for name in ("v1", "new") if k % 2 == 0 else ("new", "v1"):
+            runs[name].append(timed(ds, ingest_v1 if name == "v1" else ingest_new))
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+def naive(ds: Dataset, sample: int) -> float:
     rows = ds.triples.sample(n=sample, seed=0).iter_rows()
     with GraphStore() as store:
         drop(store, "bench_naive")
@@ -59,7 +110,22 @@ def naive(ds, sample: int) -> float:
     return took
 
 
-def bulk_run(ds) -> tuple[float, float]:
+def synthetic(types: int, triples: int, seed: int = 0) -> Dataset:
+    """`triples` random triples over triples/3 entities with `types` Freebase-like types."""
+    rng = random.Random(seed)
+    n_ent = max(triples // 3, 10)
+    rels = [f"domain{i % 97}.type{i}.property_{i}" for i in range(types)]
+    rows = {
+        (f"m.{rng.randrange(n_ent):07d}", rels[k % types], f"m.{rng.randrange(n_ent):07d}")
+        for k in range(triples * 2)
+    }
+    frame = pl.DataFrame(sorted(rows)[:triples], schema=["head", "relation", "tail"], orient="row")
+    return build_dataset(
+        f"bench_types_{types}", "synthetic", frame.with_row_index("line", 1), questions_frame(), []
+    )
+
+
+def bulk_run(ds: Dataset, questions_csv: bool = True) -> tuple[float, float]:
     """(seconds for the whole --bulk ingest incl. server restart, seconds of import alone)."""
     main_lib = server.home() / "lib"
     saved = os.environ.get("CPR_HOME")
@@ -74,16 +140,16 @@ def bulk_run(ds) -> tuple[float, float]:
             try:
                 with GraphStore() as store:
                     began = time.perf_counter()
-                    bulk.bulk_import(store, graph_only(ds, "bench_bulk"), echo=lambda *_: None)
+                    bulk.bulk_import(store, ds, lambda *_: None, questions_csv)
                     total = time.perf_counter() - began
             finally:
                 if env_uri:
                     os.environ["NEO4J_URI"] = env_uri
             # Import alone, without the restarts: the same CSVs straight into the stopped server.
             server.stop()
-            nodes, rels = bulk.write_csv(graph_only(ds, "bench_bulk"), Path(tmp) / "csv")
+            files = bulk.write_csv(ds, Path(tmp) / "csv", questions_csv)
             began = time.perf_counter()
-            bulk.admin_import(nodes, rels, Path(tmp))
+            bulk.admin_import(files, Path(tmp))
             alone = time.perf_counter() - began
         finally:
             server.stop()
@@ -97,27 +163,52 @@ def bulk_run(ds) -> tuple[float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--naive-sample", type=int, default=3000)
+    ap.add_argument("--types", default="10,1000,5000")
+    ap.add_argument("--type-triples", type=int, default=50_000)
+    ap.add_argument("--repeats", type=int, default=1, help="runs of v1 and new each (median)")
+    ap.add_argument("--skip-bulk", action="store_true")
+    ap.add_argument("--skip-metaqa", action="store_true")
     args = ap.parse_args()
     ds = load_metaqa()
-    n = ds.triples.height
-    print(f"MetaQA KB: {n:,} triples, {ds.entities.height:,} entities")
-    t_naive = naive(ds, args.naive_sample)
-    naive_rate = args.naive_sample / t_naive
-    print(f"naive (1 MERGE/triple/tx, {args.naive_sample:,} sampled): {naive_rate:,.0f} triples/s")
-    t_online = online(ds)
-    print(f"online (UNWIND MERGE batches): {t_online:.1f} s, {n / t_online:,.0f} triples/s")
-    t_bulk, t_import = bulk_run(ds)
-    print(
-        f"bulk (--bulk incl. 2 restarts): {t_bulk:.1f} s, {n / t_bulk:,.0f} triples/s; "
-        f"neo4j-admin import alone {t_import:.1f} s, {n / t_import:,.0f} triples/s"
-    )
-    print("ratios vs naive baseline:")
-    print(f"  online / naive = {n / t_online / naive_rate:.1f}x")
-    print(
-        f"  bulk   / naive = {n / t_bulk / naive_rate:.1f}x (import alone "
-        f"{n / t_import / naive_rate:.1f}x)"
-    )
-    print(f"online KB under 30 s: {'yes' if t_online < 30 else 'NO'} ({t_online:.1f} s)")
+    kb = graph_only(ds, "bench_online")
+    n = kb.triples.height
+    if not args.skip_metaqa:
+        print(f"MetaQA KB: {n:,} triples, {ds.entities.height:,} entities")
+        naive_rate = args.naive_sample / naive(kb, args.naive_sample)
+        print(
+            f"naive (1 MERGE/triple/tx, {args.naive_sample:,} sampled): {naive_rate:,.0f} triples/s"
+        )
+        t = compare(kb, args.repeats)
+        for k in ("v1", "new"):
+            print(f"online {k:>3} (entities + triples): {t[k]:.1f} s, {n / t[k]:,.0f} triples/s")
+        print(f"  ratio new/v1 triples/s: {t['v1'] / t['new']:.2f}x; new/naive "
+              f"{n / t['new'] / naive_rate:.1f}x")  # fmt: skip
+        whole_kb = timed(kb, ingest_whole)
+        whole = timed(replace(ds, name="bench_full"), ingest_whole)
+        print(
+            f"online `ingest` end to end: KB only {whole_kb:.1f} s; whole MetaQA ({n:,} triples "
+            f"+ {ds.questions.height:,} questions) {whole:.1f} s"
+        )
+    for k in (int(x) for x in args.types.split(",") if x):
+        syn = synthetic(k, args.type_triples)
+        m = syn.triples.height
+        t = compare(syn, args.repeats)
+        print(
+            f"{k:>5} relation types, {m:,} triples, {syn.entities.height:,} entities: "
+            f"v1 {m / t['v1']:,.0f} triples/s ({t['v1']:.1f} s), new {m / t['new']:,.0f} "
+            f"triples/s ({t['new']:.1f} s), ratio {t['v1'] / t['new']:.1f}x"
+        )
+    if not args.skip_bulk:
+        for label, data, csv in (
+            ("KB only", graph_only(ds, "bench_bulk"), True),
+            ("whole MetaQA, questions by MERGE after the import (before)", ds, False),
+            ("whole MetaQA, questions in the import (now)", ds, True),
+        ):
+            total, alone = bulk_run(data, csv)
+            print(
+                f"bulk ({label}; --bulk incl. 2 restarts): {total:.1f} s; neo4j-admin "
+                f"import alone {alone:.1f} s"
+            )
 
 
 if __name__ == "__main__":

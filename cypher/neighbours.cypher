@@ -1,4 +1,4 @@
-// Search: both-direction neighbours of the entities $ids, at most $cap per entity: the first $cap
+// Search (the previous query, kept as bench/ask.py's v1 baseline): both-direction neighbours of the entities $ids, at most $cap per entity: the first $cap
 // by (relationship type, forward?, neighbour id), so hubs keep the same edges whatever the store order.
 // Returns one row per found entity: id and edges = [[relationship type, forward?, neighbour id], ...].
 UNWIND $ids AS id

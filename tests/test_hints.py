@@ -12,10 +12,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from cpr_neo4j.errors import CprError, HintFailed
+from cpr_neo4j.errors import BadInput, CprError, HintFailed
 from cpr_neo4j.search import hints as hints_mod
-from cpr_neo4j.search.base import Step
-from cpr_neo4j.search.hints import NoHints, OpenAIHints, hint_bonus, parse_chains
+from cpr_neo4j.search.base import InMemoryGraph, Step
+from cpr_neo4j.search.hints import (
+    NoHints,
+    OpenAIHints,
+    hint_bonus,
+    parse_chains,
+    relation_lookup,
+)
 
 RELS = ["directed_by", "starred_actors", "has_genre", "release_year"]
 
@@ -42,6 +48,7 @@ RELS = ["directed_by", "starred_actors", "has_genre", "release_year"]
         ('<think>hmm</think>{"chains": [["has_genre"], ["has_genre"]]}', [["has_genre"]]),
         ('[["directed_by"]]', [["directed_by"]]),  # bare list
         ('{"chains": [[], ["has_genre"], {"a": 1}]}', [["has_genre"]]),
+        ('{"chains": [["Directed by", "has-genre"]]}', [["directed_by", "has_genre"]]),
     ],
 )
 def test_parse_good_and_malformed(reply, expected):
@@ -69,6 +76,7 @@ class _ChatServer:
         "good": '{"chains": [["starred_actors", "directed_by"]]}',
         "bad": "{chains: oops",
         "invented": '{"chains": [["place_of_birth"], ["directed_by"]]}',
+        "fixable": '{"relations": ["directed_by"]}',  # good after the corrective follow-up
     }
 
     def __init__(self):
@@ -80,6 +88,8 @@ class _ChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "body": body})
                 question = body["messages"][-1]["content"]
+                if question == hints_mod._REPAIR:  # the corrective follow-up
+                    question = "good" if "fixable" in body["messages"][-3]["content"] else "bad"
                 if "crash" in question:
                     self.send_response(500)
                     self.end_headers()
@@ -135,13 +145,17 @@ def test_http_client_good_reply_and_request_schema(server, tmp_path):
 def test_http_client_bad_and_invented_replies(server, caplog):
     h = OpenAIHints(server.url + "/v1/", "m", timeout=5)  # a base URL ending in /v1 works too
     with pytest.raises(HintFailed, match="no chains list"):
-        h.hints("bad question", RELS, 2)
+        h.hints("bad question", RELS, 2)  # asked, then one corrective follow-up
+    assert len(server.requests) == 2 and h.stats.repaired == 1
+    assert h.hints("fixable question", RELS, 2) == [["starred_actors", "directed_by"]]
+    assert h.stats.repaired == 2
     with caplog.at_level(logging.WARNING):
         assert h.hints("invented question", RELS, 2) == [["directed_by"]]
     assert caplog.records  # the invented chain was dropped with a warning
     with pytest.raises(HintFailed, match="failed 2 times"):
         h.hints("crash question", RELS, 2)  # HTTP 500, retried once
     assert sum("crash" in r["body"]["messages"][-1]["content"] for r in server.requests) == 2
+    assert h.stats.dropped == 1
     assert all(r["path"] == "/v1/chat/completions" for r in server.requests)
 
 
@@ -155,10 +169,34 @@ def test_cache_replays_replies_and_skips_failures(server, tmp_path):
     assert len(server.requests) == 3  # good once, crash twice (one retry)
     again = OpenAIHints("http://127.0.0.1:9", "m", timeout=0.5, cache_path=path)
     assert again.hints("good one", RELS, 2) == first  # from the file: no server needed
-    # the cached raw reply is re-validated against the relations and H of this call
-    assert again.hints("good one", RELS, 1) == []
+    assert again.stats.cached == 1 and again.stats.asked == 0
+    # the key holds the relations and H: another list is another prompt (here: no server)
+    with pytest.raises(HintFailed):
+        again.hints("good one", RELS[:2], 2)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["question"] for r in rows] == ["good one"]  # the failure was not cached
+    assert rows[0]["prompt"] == hints_mod.PROMPT_VERSION and rows[0]["hops"] == 2
+    assert rows[0]["model"] == "m" and rows[0]["relations"] == sorted(RELS)
+
+
+def test_prefetch_sends_each_distinct_prompt_once_in_parallel(server, tmp_path):
+    h = OpenAIHints(server.url, "m", timeout=5, cache_path=tmp_path / "h.jsonl", parallel=3)
+    items = [(f"good {i % 4}", RELS, 2) for i in range(12)] + [("good 0", RELS[:3], 2)]
+    h.prefetch(items)
+    assert len(server.requests) == 5 and h.stats.asked == 5  # 4 questions + 1 other list
+    assert h.hints("good 3", RELS, 2) == [["starred_actors", "directed_by"]]
+    assert len(server.requests) == 5 and h.stats.cached == 1
+    with pytest.raises(HintFailed):
+        h.prefetch([("good 9", RELS, 2), ("bad 9", RELS, 2)])  # one failure fails the batch
+    assert h.stats.line().startswith("hints: 8 LLM call(s)")  # 5 + good 9 + bad 9 + repair
+
+
+def test_relation_lookup_maps_spellings_back_to_types():
+    rels = ["film.film.directed_by", "people.person.place_of_birth", "tv.show.directed_by"]
+    table = relation_lookup(rels)
+    assert table["place_of_birth"] == "people.person.place_of_birth"  # unique tail
+    assert "directed_by" not in table  # ambiguous tail: no guess
+    assert table["film.film.directed_by"] == "film.film.directed_by"
 
 
 def test_timeout_and_unreachable_server_are_bounded_errors(server):
@@ -175,8 +213,57 @@ def test_timeout_and_unreachable_server_are_bounded_errors(server):
     assert time.perf_counter() - t0 < 1.45
 
 
+def test_provider_options():
+    from cpr_neo4j.stages.retrieval import hint_provider
+
+    assert hint_provider().mode == "none"
+    h = hint_provider("http://127.0.0.1:9", "tiny")
+    assert h.mode == "llm:tiny" and h.prompt == hints_mod.PROMPT_VERSION
+    for kwargs, message in [
+        ({"llm_url": "http://x", "llm": "vllm:m"}, "not both"),
+        ({"llm": "openai:m"}, "vllm:MODEL"),
+        ({"llm_model": "m"}, "needs --llm-url"),
+    ]:
+        with pytest.raises(BadInput, match=message):
+            hint_provider(**kwargs)
+
+
+def test_in_process_vllm_without_a_gpu_is_one_line():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: bench/gpu_check.py exercises vLLM")
+    with pytest.raises(CprError, match="need a CUDA GPU") as info:
+        hints_mod.VllmHints("Qwen/Qwen3-0.6B")
+    assert "\n" not in str(info.value)
+
+
+def test_hint_relations_are_those_within_h_hops_of_the_topic():
+    from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
+
+    graph = InMemoryGraph(
+        [
+            ("Alien", "directed_by", "Ridley Scott"),
+            ("Alien", "has_genre", "Horror"),
+            ("Blade Runner", "directed_by", "Ridley Scott"),
+            ("Blade Runner", "release_year", "1982"),
+            ("Heat", "starred_actors", "Al Pacino"),
+        ]
+    )
+
+    def rels(hops):
+        settings = RetrievalSettings(hops=hops, hint_mode="llm:m", hint_beta=0.5)
+        return Retriever(None, "d", None, settings, source=graph).hint_relations(["Ridley Scott"])
+
+    assert rels(1) == ["directed_by"]
+    assert rels(2) == ["directed_by", "has_genre", "release_year"]  # never starred_actors
+
+
 def test_no_hints_and_vllm_missing(monkeypatch):
     assert NoHints().hints("q", RELS, 3) == [] and NoHints.mode == "none"
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # reach the vLLM import
     import builtins
 
     real_import = builtins.__import__

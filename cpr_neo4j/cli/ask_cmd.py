@@ -9,7 +9,15 @@ from typing import Any, TextIO
 
 import click
 
-from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
+from cpr_neo4j.cli.common import (
+    console,
+    err_console,
+    hint_options,
+    hints_from,
+    open_store,
+    progress_bar,
+    table,
+)
 from cpr_neo4j.errors import BadInput, CprError
 
 SHOWN = 25
@@ -45,8 +53,7 @@ SHOWN = 25
 @click.option("--hops", type=int, help="Use the newest CPR model trained on N-hop questions.")
 @click.option("--beam", "beam_width", type=int, help="Must equal the calibrated B.")
 @click.option("--active", type=int, help="Must equal the calibrated A.")
-@click.option("--llm-url", help="Hint server; must match the calibration's hint mode.")
-@click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
+@hint_options(beta=False)  # beta, model and prompt version: the calibration's, checked
 @click.option(
     "--delta",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -77,7 +84,9 @@ def ask(
     beam_width: int | None,
     active: int | None,
     llm_url: str | None,
-    llm_model: str,
+    llm_model: str | None,
+    llm_parallel: int,
+    llm: str | None,
     delta: float | None,
     all_candidates: bool,
     allow_stale: bool,
@@ -91,9 +100,8 @@ def ask(
         raise BadInput('empty question: cpr ask "which movies did [Ridley Scott] direct"')
     items = read_questions(questions_file) if questions_file else None
     from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
-    from cpr_neo4j.stages.retrieval import hint_provider
 
-    hints = hint_provider(llm_url, llm_model) if llm_url else None
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
     with open_store() as store:
         session = open_session(
             store,

@@ -6,10 +6,17 @@ import math
 
 import click
 
-from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
+from cpr_neo4j.cli.common import (
+    console,
+    err_console,
+    hint_options,
+    hints_from,
+    open_store,
+    progress_bar,
+    table,
+)
 from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, DEFAULT_CENTRE, GOLD, TEXT
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
-from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 
 
 def _tau(t: float) -> str:
@@ -41,9 +48,7 @@ def parse_alphas(text: str) -> tuple[float, ...]:
 @click.option("--hops", type=int, help="Pick the newest CPR model trained on N-hop questions.")
 @click.option("--beam", "beam_width", default=32, show_default=True, help="TreeG branch-out B.")
 @click.option("--active", default=32, show_default=True, help="TreeG active set A.")
-@click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
-@click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
-@click.option("--hint-beta", default=DEFAULT_HINT_BETA, show_default=True)
+@hint_options()
 @click.option(
     "--delta",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -76,7 +81,9 @@ def calibrate(
     beam_width: int,
     active: int,
     llm_url: str | None,
-    llm_model: str,
+    llm_model: str | None,
+    llm_parallel: int,
+    llm: str | None,
     hint_beta: float,
     delta: float | None,
     centre: float,
@@ -84,7 +91,7 @@ def calibrate(
 ) -> None:
     """Calibrate tau on DATASET's held-out calibration questions."""
     levels = parse_alphas(alphas)
-    hints = hint_provider(llm_url, llm_model)
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
     with open_store() as store, progress_bar() as bar:
         task = bar.add_task("calibration questions", total=None)
         result = run_calibrate(
@@ -95,7 +102,7 @@ def calibrate(
             beam_width,
             active,
             hints,
-            hint_beta if llm_url else 0.0,
+            hint_beta if hints else 0.0,
             tick=lambda: bar.advance(task),
             on_questions=lambda n: bar.update(task, total=n),
             hops_filter=hops,
@@ -103,6 +110,8 @@ def calibrate(
             centre=centre,
             linking=linking,
         )
+    if hints:
+        console.print(f"{hints.stats.line()}; hint mode {hints.mode}, prompt {hints.prompt}")
     for w in dict.fromkeys(result.warnings):
         err_console.print(f"[yellow]warning: {w}[/yellow]")
     pac = result.pac_taus or {}

@@ -1,16 +1,21 @@
-"""Helpers shared by CLI commands: the store, progress bars, tables."""
+"""Helpers shared by CLI commands: the store, progress bars, tables, hint options."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.search.hints import HintProvider
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 console = Console()
 err_console = Console(stderr=True)
@@ -44,3 +49,62 @@ def table(title: str, columns: list[str], rows: list[list]) -> Table:
     for r in rows:
         t.add_row(*[str(x) for x in r])
     return t
+
+
+def hint_options(beta: bool = True) -> Callable[[F], F]:
+    """The hint provider options shared by calibrate, ask, eval and serve: --llm-url
+    [--llm-model] (any OpenAI-compatible server), --llm vllm:MODEL (in-process, GPU), or
+    neither (no hints); --hint-beta where the command sets the weight."""
+    from cpr_neo4j.search.hints import DEFAULT_HINT_BETA, DEFAULT_LLM_MODEL
+
+    options = [
+        click.option(
+            "--llm-url",
+            help="OpenAI-compatible server for relation hints (`vllm serve`, llama.cpp's "
+            "server: `cpr llm start`, ...).",
+        ),
+        click.option(
+            "--llm-model", help=f"Model name the --llm-url server serves [{DEFAULT_LLM_MODEL}]."
+        ),
+        click.option(
+            "--llm-parallel",
+            default=1,
+            show_default=True,
+            type=click.IntRange(1, 64),
+            help="Hint requests in flight at once (a vLLM server batches them; llama.cpp's "
+            "answers one at a time, so keep 1 there).",
+        ),
+        click.option(
+            "--llm",
+            metavar="vllm:MODEL|none",
+            help="In-process vLLM hints (needs a GPU and the `llm` extra); none: no hints.",
+        ),
+    ]
+    if beta:
+        options.append(
+            click.option(
+                "--hint-beta",
+                default=DEFAULT_HINT_BETA,
+                show_default=True,
+                type=click.FloatRange(0),
+                help="Hint weight beta in V' = V - beta x hint similarity (with an LLM).",
+            )
+        )
+
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+def hints_from(
+    llm_url: str | None, llm_model: str | None, llm: str | None, parallel: int = 1
+) -> HintProvider | None:
+    """The provider the options name; None when they name none."""
+    if not llm_url and not llm_model and (not llm or llm == "none"):
+        return None
+    from cpr_neo4j.stages.retrieval import hint_provider
+
+    return hint_provider(llm_url, llm_model, llm, parallel)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from cpr_neo4j.cli.calibrate_cmd import parse_alphas
-from cpr_neo4j.cli.common import err_console, open_store, progress_bar
+from cpr_neo4j.cli.common import err_console, hint_options, hints_from, open_store, progress_bar
 from cpr_neo4j.conformal.report import deployed_table, exchangeability_table
 from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
-from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 
 
 @click.command("eval")
@@ -39,9 +38,7 @@ from cpr_neo4j.stages.retrieval import DEFAULT_HINT_BETA, hint_provider
 )
 @click.option("--repeats", default=20, show_default=True, help="Pooled view: random re-splits.")
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap replicates per interval.")
-@click.option("--llm-url", help="OpenAI-compatible server for relation hints (e.g. vLLM).")
-@click.option("--llm-model", default="Qwen/Qwen3-8B", show_default=True)
-@click.option("--hint-beta", default=DEFAULT_HINT_BETA, show_default=True)
+@hint_options()
 @click.option(
     "--delta",
     default=0.05,
@@ -76,7 +73,9 @@ def eval_(
     repeats: int,
     boot: int,
     llm_url: str | None,
-    llm_model: str,
+    llm_model: str | None,
+    llm_parallel: int,
+    llm: str | None,
     hint_beta: float,
     delta: float,
     centre: float | None,
@@ -91,6 +90,7 @@ def eval_(
         raise click.BadParameter(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     if boot < 100 or repeats < 1:
         raise click.BadParameter("--boot must be >= 100 and --repeats >= 1")
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
     settings = EvalSettings(
         dataset,
         parse_alphas(alphas),
@@ -102,8 +102,8 @@ def eval_(
         max_questions,
         hop_level,
         hop_level_questions or None,
-        hints=hint_provider(llm_url, llm_model) if llm_url else None,
-        hint_beta=hint_beta if llm_url else 0.0,
+        hints=hints,
+        hint_beta=hint_beta if hints else 0.0,
         boot=boot,
         delta=delta or None,
         centres=tuple(float(c) for c in centres.split(",") if c.strip()),
@@ -124,5 +124,7 @@ def eval_(
     click.echo(exchangeability_table(out.deployed))
     for note in out.deployed.notes:
         click.echo(f"- {note}")
+    if hints:
+        click.echo(f"- {hints.stats.line()}; hint mode {hints.mode}, prompt {hints.prompt}")
     for kind, path in out.files.items():
         click.echo(f"{kind}: {path}")

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("eval_cmd", "eval_"),
     "serve": ("serve_cmd", "serve"),
     "browser-style": ("browser_cmd", "browser_style"),
+    "llm": ("llm_cmd", "llm"),
 }
 
 

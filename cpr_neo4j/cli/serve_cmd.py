@@ -6,6 +6,7 @@ import os
 
 import click
 
+from cpr_neo4j.cli.common import hint_options, hints_from
 from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
 
 
@@ -36,12 +37,23 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
     "per operation oversubscribe the cores.",
 )
 @click.option("--access-log/--no-access-log", default=False, show_default=True)
+@hint_options(beta=False)  # every request uses the calibration's beta; mode and prompt checked
 def serve(
-    host: str, port: int, scorers: int, warm: bool, torch_threads: int, access_log: bool
+    host: str,
+    port: int,
+    scorers: int,
+    warm: bool,
+    torch_threads: int,
+    access_log: bool,
+    llm_url: str | None,
+    llm_model: str | None,
+    llm_parallel: int,
+    llm: str | None,
 ) -> None:
     """Answer questions over HTTP: POST /ask and /ask/batch, GET /health; docs at /docs."""
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
     import torch
     import uvicorn  # the server stack and the stages: only when serving
 
@@ -49,8 +61,10 @@ def serve(
 
     torch.set_num_threads(torch_threads)
 
-    app = create_app(token=token, scorers_per_model=scorers, warm=warm)
+    app = create_app(token=token, scorers_per_model=scorers, warm=warm, hints=hints)
     shown = f"[{host}]" if ":" in host else host
     auth = f"bearer token from ${TOKEN_ENV} required" if token else "none (loopback only)"
     click.echo(f"cpr serve on http://{shown}:{port}  (API docs: /docs; auth: {auth})", err=True)
+    if hints:
+        click.echo(f"relation hints: {hints.mode} (prompt {hints.prompt})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)

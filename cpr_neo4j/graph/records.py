@@ -196,7 +196,9 @@ def _resolve_hops(
     }
     found: dict[tuple[str, str], list[tuple[str, bool]]] = {}
     names: dict[str, str] = {}
-    for r in store.read("ask_hop_candidates", dataset=dataset, pairs=[list(p) for p in pairs]):
+    pairs_in = sorted(map(list, pairs))  # none when the caller gave every hop (cpr ask)
+    rows = store.read("ask_hop_candidates", dataset=dataset, pairs=pairs_in) if pairs else []
+    for r in rows:
         found.setdefault((r["u"], r["v"]), []).append((r["type"], r["forward"]))
         names.update({r["u"]: r["u_name"], r["v"]: r["v_name"]})
     out = {}

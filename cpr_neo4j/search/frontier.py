@@ -12,7 +12,10 @@ depend on the sequence alone, never on which other sequences share the frontier.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from cpr_neo4j.search.base import Edge, RelPath, Step
 
@@ -58,3 +61,166 @@ def child_beam(parent: Beam, path: RelPath, ends: dict[str, str | None]) -> Beam
     """Witness chains only for kept children: most children are dropped by the beam."""
     chains = {v: parent.chains[u] + (u,) for v, u in ends.items() if u is not None}
     return Beam(path, ends, chains)
+
+
+# --- Columnar expansion (TreeG): integer entities and numpy instead of sets of strings. ---
+
+
+@dataclass
+class Adjacency:
+    """One hop's neighbour lists as columns: edge i is src[i] --steps[step[i]]--> dst[i].
+
+    Entities are integers: Neo4j node ids, or codes that `DictAdjacency` assigns per question.
+    `frontier` names every entity found among those asked for; `names` names the neighbours,
+    and only when they were asked for (TreeG's last hop): an earlier hop's neighbours are the
+    next hop's frontier, named by that hop's round trip.
+    """
+
+    frontier: dict[int, str]
+    steps: list[Step]  # sorted, so step codes order like Steps
+    src: np.ndarray
+    step: np.ndarray
+    dst: np.ndarray
+    names: dict[int, str]
+
+    @classmethod
+    def from_groups(
+        cls,
+        nodes: Sequence[int],
+        ids: Sequence[str],
+        groups: Iterable[tuple[str, bool, Sequence[int], Sequence[str] | None]],
+    ) -> Adjacency:
+        """From the entities found (node, id) and one (type, forward, packed edges, neighbour
+        ids or None) group per type and direction; an edge packs src * 2**32 + dst."""
+        names: dict[int, str] = {}
+        steps: list[Step] = []
+        packed: list[np.ndarray] = []
+        for rel, forward, edges, ids_ in groups:
+            steps.append(Step(rel, forward))
+            packed.append(np.asarray(edges, dtype=np.int64))
+            if ids_ is not None:
+                names.update(zip((packed[-1] & _LOW).tolist(), ids_, strict=True))
+        order = sorted(range(len(steps)), key=steps.__getitem__)
+        code = np.empty(len(steps), dtype=np.int64)
+        code[order] = np.arange(len(steps))
+        edges = np.concatenate(packed) if packed else _EMPTY
+        return cls(
+            dict(zip(nodes, ids, strict=True)),
+            [steps[i] for i in order],
+            edges >> 32,
+            np.repeat(code, [len(p) for p in packed]),
+            edges & _LOW,
+            names,
+        )
+
+
+_LOW = (1 << 32) - 1
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class DictAdjacency:
+    """Adjacency over any NeighbourSource's dict API; entities coded per instance."""
+
+    def __init__(self, fetch: Callable[[Sequence[str]], dict[str, list[Edge]]]):
+        self.fetch = fetch
+        self.code: dict[str, int] = {}
+        self.name: list[str] = []
+
+    def _id(self, name: str) -> int:
+        code = self.code.get(name)
+        if code is None:
+            code = self.code[name] = len(self.name)
+            self.name.append(name)
+        return code
+
+    def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
+        asked = list(ids) + [self.name[i] for i in nodes]
+        found = self.fetch(asked) if asked else {}
+        grouped: dict[Step, list[int]] = {}
+        for u in asked:
+            for step, v in found.get(u, ()):
+                grouped.setdefault(step, []).append(self._id(u) << 32 | self._id(v))
+        hit = [u for u in asked if u in found]
+        adj = Adjacency.from_groups(
+            [self._id(u) for u in hit],
+            hit,
+            [(s.relation, s.forward, e, None) for s, e in grouped.items()],
+        )
+        if names:
+            adj.names = {int(v): self.name[v] for v in np.unique(adj.dst)}
+        return adj
+
+
+@dataclass
+class NodeBeam:
+    """A Beam over integer entities; row i of `chains` is ends[i]'s ancestors, topic first."""
+
+    path: RelPath
+    ends: np.ndarray
+    preds: np.ndarray  # predecessor of each end; -1 at hop 0
+    chains: np.ndarray  # shape (len(ends), hop)
+
+
+def node_root(topics: np.ndarray) -> NodeBeam:
+    n = len(topics)
+    return NodeBeam((), topics, np.full(n, -1, dtype=np.int64), np.zeros((n, 0), dtype=np.int64))
+
+
+@dataclass
+class NodeChildren:
+    """Every child (parent beam, step) of a hop, its ends in rows start[k]:start[k + 1]."""
+
+    paths: list[RelPath]
+    parents: list[int]
+    start: np.ndarray
+    ends: np.ndarray
+    preds: np.ndarray
+    pair: np.ndarray  # row of each end's predecessor in the stacked (beam, end) pairs
+    chains: np.ndarray  # the stacked pairs' chains
+
+    def beam(self, k: int) -> NodeBeam:
+        """The kept child k as the next hop's beam: chain(v) = chain(pred) + (pred,)."""
+        rows = slice(self.start[k], self.start[k + 1])
+        preds = self.preds[rows]
+        chains = np.hstack([self.chains[self.pair[rows]], preds[:, None]])
+        return NodeBeam(self.paths[k], self.ends[rows], preds, chains)
+
+
+def expand_nodes(frontier: list[NodeBeam], adj: Adjacency, topics: np.ndarray) -> NodeChildren:
+    """`expand` over integer columns: the same children, ends and predecessors.
+
+    The simple-path rule and "the predecessor kept is the smallest entity id" hold as in
+    `expand`: predecessors are ranked by their ids (`adj.frontier`), not their node ids.
+    """
+    ends = np.concatenate([b.ends for b in frontier])
+    owner = np.repeat(np.arange(len(frontier)), [len(b.ends) for b in frontier])
+    chains = np.vstack([b.chains for b in frontier])
+    # CSR over the adjacency: the edge rows of every (beam, end) pair, gathered at once
+    order = np.argsort(adj.src, kind="stable")
+    src, dst, step = adj.src[order], adj.dst[order], adj.step[order]
+    keys, first = np.unique(src, return_index=True)
+    count = np.diff(np.append(first, len(src)))
+    at = np.minimum(np.searchsorted(keys, ends), max(len(keys) - 1, 0))
+    hit = (at < len(keys)) & (keys[at] == ends) if len(keys) else np.zeros(len(ends), bool)
+    n = np.where(hit, count[at] if len(keys) else 0, 0)
+    pair = np.repeat(np.arange(len(ends)), n)
+    rows = np.repeat(np.where(hit, first[at] if len(keys) else 0, 0) - np.cumsum(n) + n, n)
+    rows += np.arange(len(pair))
+    u, v, s, b = ends[pair], dst[rows], step[rows], owner[pair]
+    ok = (v != u) & ~np.isin(v, topics) & ~(chains[pair] == v[:, None]).any(axis=1)
+    u, v, s, b, pair = u[ok], v[ok], s[ok], b[ok], pair[ok]
+    # one row per (beam, step, v): the predecessor with the smallest id
+    named = np.array(sorted(adj.frontier, key=adj.frontier.__getitem__), dtype=np.int64)
+    by_node = np.argsort(named)
+    rank = by_node[np.searchsorted(named[by_node], u)] if len(u) else u
+    o = np.lexsort((rank, v, s, b))
+    u, v, s, b, pair = u[o], v[o], s[o], b[o], pair[o]
+    new = np.ones(len(v), dtype=bool)
+    new[1:] = (b[1:] != b[:-1]) | (s[1:] != s[:-1]) | (v[1:] != v[:-1])
+    u, v, s, b, pair = u[new], v[new], s[new], b[new], pair[new]
+    child = np.ones(len(v), dtype=bool)
+    child[1:] = (b[1:] != b[:-1]) | (s[1:] != s[:-1])
+    start = np.append(np.flatnonzero(child), len(v))
+    heads = start[:-1]
+    paths = [frontier[p].path + (adj.steps[k],) for p, k in zip(b[heads], s[heads], strict=True)]
+    return NodeChildren(paths, [int(p) for p in b[heads]], start, v, u, pair, chains)

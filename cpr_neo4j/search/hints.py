@@ -1,11 +1,13 @@
 """LLM relation-chain hints and the hint bonus they give TreeG.
 
-A HintProvider proposes up to 4 relation chains (1..H relation names from an allowed list)
-for a question. Chains naming relations that do not exist (or too many) are dropped with
-a warning; a reply with no chains list at all, or a server that fails after one retry, is
-a HintFailed error: silently scoring without hints would not be what was calibrated.
-Parsed replies are cached per (model, question) in a JSON Lines file so calibration and
-evaluation see identical hints (the guarantee needs them fixed).
+A HintProvider proposes up to 4 relation chains (1..H relation names, chosen from the
+relations that exist around the question's topic entity) for a question. Chains naming
+relations that do not exist (or too many) are dropped with a warning. A reply with no
+chains list gets one corrective follow-up; still none, or a server that fails after one
+retry, is a HintFailed error: silently scoring without hints would not be what was
+calibrated. Usable replies are cached per (model, prompt version, question, relations,
+hops) in a JSON Lines file, so calibration and evaluation see identical hints (the
+guarantee needs them fixed) and a repeated prompt never costs a second call.
 
 Hint-adjusted cost: V'(p) = V(p) - beta * sum over steps r in p of max_h s(r, h), h over
 the hinted relations. Hints name relations without a direction, so the similarity
@@ -17,8 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,34 +36,116 @@ from cpr_neo4j.text import readable_relation
 
 log = logging.getLogger(__name__)
 
+# Bump whenever build_messages changes: calibrations pin it and `cpr ask` checks it.
+PROMPT_VERSION = "rel-around-topic-v1"
 MAX_CHAINS = 4
+DEFAULT_HINT_BETA = 0.5
+DEFAULT_LLM_MODEL = "Qwen/Qwen3-8B"  # what --llm-url serves when --llm-model is not given
 ATTEMPTS = 2  # one retry for a flaky server; a dead one fails in 2 x timeout + RETRY_WAIT
 RETRY_WAIT = 0.5
+_STATS_LOCK = threading.Lock()
 
 _SYSTEM = (
     "You plan relation paths over a knowledge graph. Reply with one JSON object and "
     'nothing else, exactly of the form {"chains": [["relation", ...], ...]}.'
 )
 _EXAMPLE_Q = (
-    "Question: which films did the director of [Alien] make?\n"
-    "Allowed relations: directed_by, starred_actors, release_year, has_genre\n"
-    "Give up to 4 chains of 1 to 2 relations, using only allowed relation names, that lead "
-    "from the topic entity in brackets to the answer."
+    "Question: which films did the director of ENT make?\n"
+    "Relations around ENT: directed_by, starred_actors, release_year, has_genre\n"
+    "Give up to 4 chains of 1 to 2 relations, using only these relation names, that lead "
+    "from ENT to the answer."
 )
 _EXAMPLE_A = '{"chains": [["directed_by", "directed_by"]]}'
+_REPAIR = (
+    'That is not of the form {"chains": [["relation", ...], ...]}. Reply again with only '
+    "that JSON object, using only the relation names listed."
+)
+
+
+@dataclass
+class HintStats:
+    """What hints cost in one process; `cpr calibrate` and `cpr eval` print it."""
+
+    asked: int = 0  # prompts sent to the LLM (a repair follow-up counts once more)
+    cached: int = 0  # prompts answered from the cache
+    seconds: float = 0.0  # wall time inside LLM calls
+    repaired: int = 0  # replies with no chains list that got a corrective follow-up
+    dropped: int = 0  # chains dropped: invented relation, wrong type, too long
+
+    def line(self) -> str:
+        mean = self.seconds / self.asked if self.asked else 0.0
+        return (
+            f"hints: {self.asked} LLM call(s) ({mean:.2f} s each, {self.seconds:.1f} s in all), "
+            f"{self.cached} from the cache, {self.repaired} repaired, "
+            f"{self.dropped} invalid chain(s) dropped"
+        )
 
 
 class HintProvider(Protocol):
     mode: str  # pinned in the calibration record: "none" or "llm:<model>"
+    prompt: str  # prompt version, pinned too ("" without hints)
+    stats: HintStats
 
     def hints(self, question: str, relations: list[str], hops: int) -> list[list[str]]: ...
+
+    def prefetch(self, items: Sequence[tuple[str, list[str], int]]) -> None: ...
 
 
 class NoHints:
     mode = "none"
+    prompt = ""
+
+    def __init__(self) -> None:
+        self.stats = HintStats()
 
     def hints(self, question: str, relations: list[str], hops: int) -> list[list[str]]:
         return []
+
+    def prefetch(self, items: Sequence[tuple[str, list[str], int]]) -> None:
+        return None
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", name.strip().lstrip("~").strip().lower())
+
+
+def relation_lookup(relations: list[str]) -> dict[str, str]:
+    """Spellings a model may use -> relation type: the name (any case, spaces for
+    underscores, a leading "~"), and a dotted Freebase name's last part when unique."""
+    table = {_norm(r): r for r in relations}
+    tails: dict[str, list[str]] = {}
+    for r in relations:
+        if "." in r:
+            tails.setdefault(_norm(r.rsplit(".", 1)[1]), []).append(r)
+    for tail, names in tails.items():
+        if len(names) == 1:
+            table.setdefault(tail, names[0])
+    return table
+
+
+def _parse(reply: str, relations: list[str], hops: int) -> tuple[list[list[str]], int]:
+    """(valid chains, how many were dropped); HintFailed when there is no chains list."""
+    data = _loads(reply)
+    if isinstance(data, dict):
+        data = data.get("chains")
+    if not isinstance(data, list):
+        shown = " ".join(reply.split())[:120]
+        raise HintFailed(f"the hint LLM's reply has no chains list: {shown!r}")
+    allowed = relation_lookup(relations)
+    chains: list[list[str]] = []
+    dropped = 0
+    for item in data:
+        raw = [item] if isinstance(item, str) else item
+        if not isinstance(raw, list) or not raw or not all(isinstance(r, str) for r in raw):
+            dropped += 1
+            continue
+        names = [allowed.get(_norm(r)) for r in raw]
+        if None in names or len(names) > hops:
+            dropped += 1
+            continue
+        if names not in chains:
+            chains.append(names)  # type: ignore[arg-type]
+    return chains, dropped
 
 
 def parse_chains(
@@ -68,35 +155,21 @@ def parse_chains(
     reply without a chains list is a HintFailed error.
 
     Accepted: {"chains": [...]} or a bare list; a string item counts as a one-relation
-    chain (small models mix both). Relation names match case-insensitively and ignore a
-    leading "~". A chain with any invented relation, a non-string item, or more than
+    chain (small models mix both). Relation names map back to relation types through
+    relation_lookup. A chain with any invented relation, a non-string item, or more than
     `hops` relations is dropped whole (a partial chain would mean another path).
     """
-    data = _loads(reply)
-    if isinstance(data, dict):
-        data = data.get("chains")
-    if not isinstance(data, list):
-        shown = " ".join(reply.split())[:120]
-        raise HintFailed(f"the hint LLM's reply has no chains list: {shown!r}")
-    allowed = {r.lower(): r for r in relations}
-    chains: list[list[str]] = []
-    dropped = 0
-    for item in data:
-        raw = [item] if isinstance(item, str) else item
-        if not isinstance(raw, list) or not raw or not all(isinstance(r, str) for r in raw):
-            dropped += 1
-            continue
-        names = [allowed.get(r.strip().lstrip("~").lower()) for r in raw]
-        if None in names or len(names) > hops:
-            dropped += 1
-            continue
-        if names not in chains:
-            chains.append(names)  # type: ignore[arg-type]
+    chains, _ = _checked(reply, relations, hops)
+    return chains[:max_chains]
+
+
+def _checked(reply: str, relations: list[str], hops: int) -> tuple[list[list[str]], int]:
+    chains, dropped = _parse(reply, relations, hops)
     if dropped:
         log.warning("dropped %d malformed/invented/too-long hint chain(s)", dropped)
-    if len(chains) > max_chains:
-        log.warning("hint reply had %d chains; keeping the first %d", len(chains), max_chains)
-    return chains[:max_chains]
+    if len(chains) > MAX_CHAINS:
+        log.warning("hint reply had %d chains; keeping the first %d", len(chains), MAX_CHAINS)
+    return chains[:MAX_CHAINS], dropped
 
 
 def _loads(reply: str) -> Any:
@@ -115,39 +188,55 @@ def _loads(reply: str) -> Any:
     return None
 
 
+Key = tuple[str, str, str, tuple[str, ...], int]  # model, prompt, question, relations, hops
+
+
 class HintCache:
-    """Raw replies by (model, question), one JSON object per line; later lines win."""
+    """Usable raw replies by (model, prompt version, question, relations, hops), one JSON
+    object per line; later lines win. Thread-safe: prefetch fills it from a pool."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path else None
-        self._mem: dict[tuple[str, str], str] = {}
+        self._mem: dict[Key, str] = {}
+        self._lock = threading.Lock()
         if self.path and self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
                     if isinstance(row["reply"], str):
-                        self._mem[(row["model"], row["question"])] = row["reply"]
+                        self._mem[self._key(row)] = row["reply"]
                 except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line from an interrupted run
+                    continue  # a torn last line from an interrupted run, or an old format
 
-    def get(self, model: str, question: str) -> str | None:
-        return self._mem.get((model, question))
+    @staticmethod
+    def _key(row: Mapping[str, Any]) -> Key:
+        rels = tuple(sorted(row["relations"]))
+        return (row["model"], row["prompt"], row["question"], rels, int(row["hops"]))
 
-    def put(self, model: str, question: str, reply: str) -> None:
-        self._mem[(model, question)] = reply
-        if self.path:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            row = {"model": model, "question": question, "reply": reply}
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    def __len__(self) -> int:
+        return len(self._mem)
+
+    def get(self, key: Key) -> str | None:
+        return self._mem.get(key)
+
+    def put(self, key: Key, reply: str) -> None:
+        model, prompt, question, rels, hops = key
+        row = {"model": model, "prompt": prompt, "question": question}
+        row |= {"relations": list(rels), "hops": hops, "reply": reply}
+        with self._lock:
+            self._mem[key] = reply
+            if self.path:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def build_messages(question: str, relations: list[str], hops: int) -> list[dict[str, str]]:
-    """A one-shot strict-JSON prompt listing the allowed relations."""
+    """A one-shot strict-JSON prompt listing the relations around the topic entity."""
     user = (
-        f"Question: {question}\nAllowed relations: {', '.join(relations)}\n"
-        f"Give up to {MAX_CHAINS} chains of 1 to {hops} relations, using only allowed "
-        "relation names, that lead from the topic entity in brackets to the answer."
+        f"Question: {question}\nRelations around ENT: {', '.join(relations)}\n"
+        f"Give up to {MAX_CHAINS} chains of 1 to {hops} relations, using only these relation "
+        "names, that lead from ENT to the answer."
     )
     return [
         {"role": "system", "content": _SYSTEM},
@@ -158,10 +247,13 @@ def build_messages(question: str, relations: list[str], hops: int) -> list[dict[
 
 
 class _LLMHints:
-    """Cache lookup, failure handling and parsing shared by the LLM providers."""
+    """Cache lookup, batching, failure handling and parsing shared by the LLM providers."""
 
     model: str
     cache: HintCache
+    stats: HintStats
+    prompt = PROMPT_VERSION
+    parallel = 1  # requests in flight at once during prefetch
 
     @property
     def mode(self) -> str:
@@ -170,28 +262,77 @@ class _LLMHints:
     def _complete(self, messages: list[dict[str, str]]) -> str:
         raise NotImplementedError
 
+    def _complete_many(self, batch: list[list[dict[str, str]]]) -> list[str]:
+        """Replies to many prompts: `parallel` requests at once (a server batches them)."""
+        with ThreadPoolExecutor(max(1, self.parallel)) as pool:
+            return list(pool.map(self._ask, batch))
+
+    def _key(self, question: str, relations: list[str], hops: int) -> Key:
+        return (self.model, self.prompt, question, tuple(sorted(relations)), hops)
+
     def hints(self, question: str, relations: list[str], hops: int) -> list[list[str]]:
-        reply = self.cache.get(self.model, question)
-        if reply is not None:
-            return parse_chains(reply, relations, hops)
-        reply = self._ask(build_messages(question, relations, hops))
-        chains = parse_chains(reply, relations, hops)
-        self.cache.put(self.model, question, reply)  # only usable replies are cached
+        key = self._key(question, relations, hops)
+        reply = self.cache.get(key)
+        if reply is None:
+            messages = build_messages(question, sorted(relations), hops)
+            reply = self._usable(messages, self._ask(messages), key)
+        else:
+            self.stats.cached += 1
+        return self._chains(reply, relations, hops)
+
+    def prefetch(self, items: Sequence[tuple[str, list[str], int]]) -> None:
+        """Fill the cache for many questions in one batch; HintFailed if any fails."""
+        todo = {}
+        for question, relations, hops in items:
+            key = self._key(question, relations, hops)
+            if self.cache.get(key) is None:
+                todo.setdefault(key, build_messages(question, sorted(relations), hops))
+        if not todo:
+            return
+        replies = self._complete_many(list(todo.values()))
+        for (key, messages), reply in zip(todo.items(), replies, strict=True):
+            self._usable(messages, reply, key)
+
+    def _usable(self, messages: list[dict[str, str]], reply: str, key: Key) -> str:
+        """The reply, or after one corrective follow-up a reply with a chains list; cached."""
+        rels, hops = list(key[3]), key[4]
+        try:
+            _parse(reply, rels, hops)
+        except HintFailed:
+            self.stats.repaired += 1
+            follow = [
+                *messages,
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": _REPAIR},
+            ]
+            reply = self._ask(follow)
+            _parse(reply, rels, hops)  # still none: HintFailed, and nothing is cached
+        self.cache.put(key, reply)
+        return reply
+
+    def _chains(self, reply: str, relations: list[str], hops: int) -> list[list[str]]:
+        chains, dropped = _checked(reply, relations, hops)
+        self.stats.dropped += dropped
         return chains
 
     def _ask(self, messages: list[dict[str, str]]) -> str:
         """The reply text; one retry, then HintFailed (a one-line message)."""
         for attempt in range(ATTEMPTS):
+            start = time.perf_counter()
             try:
                 return self._complete(messages)
             except Exception as exc:  # timeouts, refused connections, HTTP errors, bad JSON
                 if attempt + 1 == ATTEMPTS:
                     raise HintFailed(
                         f"the hint LLM {self.model} failed {ATTEMPTS} times "
-                        f"({type(exc).__name__}: {str(exc)[:120]}): start the server, or "
-                        "calibrate and ask without hints"
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]}): start "
+                        "the server, or calibrate and ask without hints"
                     ) from exc
                 time.sleep(RETRY_WAIT)
+            finally:
+                with _STATS_LOCK:  # prefetch calls from a thread pool
+                    self.stats.asked += 1
+                    self.stats.seconds += time.perf_counter() - start
         raise AssertionError("unreachable")
 
 
@@ -205,14 +346,20 @@ class OpenAIHints(_LLMHints):
         timeout: float = 30.0,
         cache_path: str | Path | None = None,
         api_key: str | None = None,
+        parallel: int = 1,
+        max_tokens: int = 256,
     ):
         base = url.rstrip("/")
         self.endpoint = base + (
             "/chat/completions" if base.endswith("/v1") else "/v1/chat/completions"
         )
+        self.url = url
         self.model = model
         self.timeout = timeout
+        self.parallel = parallel
+        self.max_tokens = max_tokens
         self.cache = HintCache(cache_path)
+        self.stats = HintStats()
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def _complete(self, messages: list[dict[str, str]]) -> str:
@@ -220,7 +367,7 @@ class OpenAIHints(_LLMHints):
             "model": self.model,
             "messages": messages,
             "temperature": 0,
-            "max_tokens": 256,
+            "max_tokens": self.max_tokens,
             "response_format": {"type": "json_object"},
             "chat_template_kwargs": {"enable_thinking": False},  # Qwen3: no <think> block
         }
@@ -235,9 +382,16 @@ class OpenAIHints(_LLMHints):
 
 
 class VllmHints(_LLMHints):
-    """In-process vLLM (optional extra `llm`; needs a GPU)."""
+    """In-process vLLM (optional extra `llm`; needs a GPU). Prefetch is one vLLM batch."""
 
     def __init__(self, model: str, cache_path: str | Path | None = None, **llm_kwargs: Any):
+        import torch  # a dependency anyway; checked first so a CPU machine fails in a second
+
+        if not torch.cuda.is_available():
+            raise CprError(
+                "in-process vLLM hints (--llm vllm:MODEL) need a CUDA GPU; on this machine "
+                "serve a model and use --llm-url (e.g. `cpr llm start`)"
+            )
         try:
             import vllm  # lazy: a 9 GB optional dependency
         except ImportError as exc:
@@ -245,20 +399,31 @@ class VllmHints(_LLMHints):
                 "in-process hints need vLLM: pip install 'cpr-neo4j[llm]' "
                 "(or serve the model and use --llm-url)"
             ) from exc
-        import torch  # after vllm: a missing extra fails fast, without loading torch
-
-        if not torch.cuda.is_available():
-            raise CprError("in-process vLLM hints need a CUDA GPU; use --llm-url instead")
         self.model = model
         self.cache = HintCache(cache_path)
+        self.stats = HintStats()
         self._llm = vllm.LLM(model=model, **llm_kwargs)
         self._params = vllm.SamplingParams(temperature=0.0, max_tokens=256)
+        self._template = {"enable_thinking": False}  # Qwen3: no <think> block
 
     def _complete(self, messages: list[dict[str, str]]) -> str:
         out = self._llm.chat(
-            messages, self._params, use_tqdm=False, chat_template_kwargs={"enable_thinking": False}
+            [messages], self._params, use_tqdm=False, chat_template_kwargs=self._template
         )
         return out[0].outputs[0].text
+
+    def _complete_many(self, batch: list[list[dict[str, str]]]) -> list[str]:
+        start = time.perf_counter()
+        try:
+            outs = self._llm.chat(
+                batch, self._params, use_tqdm=False, chat_template_kwargs=self._template
+            )
+        except Exception as exc:  # an in-process engine failure: no retry helps
+            shown = " ".join(str(exc).split())[:160]
+            raise HintFailed(f"vLLM failed on a batch of {len(batch)} prompts: {shown}") from exc
+        self.stats.asked += len(batch)
+        self.stats.seconds += time.perf_counter() - start
+        return [o.outputs[0].text for o in outs]
 
 
 def hint_bonus(

@@ -7,7 +7,8 @@ sequences; each carries the set of entities it reaches, with one predecessor per
 so a witness entity path can be rebuilt.
 
 Per hop t = 1..H:
-  1. ONE `source.neighbours(...)` call for the union of all frontier entities;
+  1. ONE round trip for the union of all frontier entities (`source.adjacency` when the
+     source has it, else `source.neighbours`);
   2. every active sequence s and every step r available from its frontier gives a child
      s + r reaching the union of its neighbours through r (simple-path rule below);
   3. children are scored in one batch: V' = V - hint_beta * bonus;
@@ -20,6 +21,12 @@ predecessor of u, u). Because one predecessor is kept per (sequence, entity), th
 checked is that witness chain; an entity reachable only through another, unrecorded chain
 of the same sequence may be missed (rare; it needs a cycle inside one relation sequence).
 The predecessor kept is the smallest entity id.
+
+Speed (search/frontier.py `expand_nodes`): entities are integers (Neo4j node ids) and one
+hop's expansion is a few numpy passes over columns for all sequences at once, instead of
+Python sets of id strings; a hop fetches its frontier by node id, and neighbours' ids come
+back only at the last hop (an earlier hop's are named by the next hop's round trip). The
+result equals the string-set version's (tests/test_treeg_speed.py).
 
 Candidate set P_q: the sequences retained at EVERY hop 1..H, so answers nearer than H
 hops are not lost. Calibration and test must use the same rule (they call this function).
@@ -35,7 +42,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from cpr_neo4j.search.base import Edge, NeighbourSource, RelPath
-from cpr_neo4j.search.frontier import child_beam, expand, frontier_ids, root
+from cpr_neo4j.search.frontier import (
+    Adjacency,
+    DictAdjacency,
+    NodeBeam,
+    expand_nodes,
+    node_root,
+)
 
 QueryContext = Any  # opaque per-question object made by Scorer.question
 HintBonus = Callable[[list[RelPath]], np.ndarray]
@@ -112,6 +125,14 @@ class Retrieval:
         return chain[::-1]
 
 
+class AdjacencySource(Protocol):
+    """A NeighbourSource that also answers in columns (graph.neighbours.Neo4jNeighbours)."""
+
+    round_trips: int
+
+    def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency: ...
+
+
 def retrieve(
     source: NeighbourSource,
     scorer: Scorer,
@@ -123,18 +144,11 @@ def retrieve(
     hint_bonus: HintBonus | None = None,
     hint_beta: float = 0.0,
 ) -> Retrieval:
-    """TreeG over relation sequences: exactly one neighbours() round trip per hop."""
+    """TreeG over relation sequences: exactly one round trip per hop (fewer only when a hop
+    leaves nothing to expand)."""
+    adjacency = getattr(source, "adjacency", None) or DictAdjacency(source.neighbours).adjacency
     return _retrieve(
-        source.neighbours,
-        source,
-        scorer,
-        ctx,
-        topics,
-        hops,
-        beam_width,
-        active,
-        hint_bonus,
-        hint_beta,
+        adjacency, source, scorer, ctx, topics, hops, beam_width, active, hint_bonus, hint_beta
     )
 
 
@@ -158,12 +172,24 @@ def retrieve_naive(
         return out
 
     return _retrieve(
-        one_by_one, source, scorer, ctx, topics, hops, beam_width, active, hint_bonus, hint_beta
+        DictAdjacency(one_by_one).adjacency,
+        source,
+        scorer,
+        ctx,
+        topics,
+        hops,
+        beam_width,
+        active,
+        hint_bonus,
+        hint_beta,
     )
 
 
+Kept = tuple[RelPath, float, np.ndarray, np.ndarray]  # (path, cost, end nodes, predecessors)
+
+
 def _retrieve(
-    fetch: Callable[[Sequence[str]], dict[str, list[Edge]]],
+    fetch: Callable[[Sequence[str], Sequence[int], bool], Adjacency],
     source: NeighbourSource,
     scorer: Scorer,
     ctx: QueryContext,
@@ -177,22 +203,31 @@ def _retrieve(
     if hops < 1 or beam_width < 1 or active < 1:
         raise ValueError("hops, beam_width and active must be >= 1")
     topics = list(dict.fromkeys(topics))
-    topic_set = set(topics)
     trips0 = source.round_trips
-    frontier = [root(topics)]
-    per_hop: list[list[Candidate]] = []
-    for _ in range(hops):
-        ids = frontier_ids(frontier)
-        children = expand(frontier, fetch(ids) if ids else {}, topic_set)
-        if not children:
+    names: dict[int, str] = {}  # node -> entity id, filled as round trips name them
+    topic_nodes = np.zeros(0, dtype=np.int64)
+    frontier: list[NodeBeam] = []
+    per_hop: list[list[Kept]] = []
+    for t in range(hops):
+        last = t == hops - 1
+        if t == 0:
+            adj = fetch(topics, [], last)
+            topic_nodes = np.array(list(adj.frontier), dtype=np.int64)
+            frontier = [node_root(topic_nodes)] if len(topic_nodes) else []
+        elif frontier:
+            adj = fetch([], np.unique(np.concatenate([b.ends for b in frontier])).tolist(), last)
+        names.update(adj.frontier)
+        names.update(adj.names)
+        children = expand_nodes(frontier, adj, topic_nodes) if frontier else None
+        if children is None or not children.paths:
             per_hop.append([])
             frontier = []
             continue
-        paths = [path for path, _, _ in children]
+        paths = children.paths
         costs = _costs(scorer, ctx, paths, hint_bonus, hint_beta)
         # per parent: top-B children; then global top-A; ties break on the sequence
         by_parent: dict[int, list[int]] = {}
-        for i, (_, _, parent) in enumerate(children):
+        for i, parent in enumerate(children.parents):
             by_parent.setdefault(parent, []).append(i)
         kept = [
             i
@@ -200,9 +235,30 @@ def _retrieve(
             for i in sorted(idx, key=lambda j: (costs[j], paths[j]))[:beam_width]
         ]
         kept = sorted(kept, key=lambda j: (costs[j], paths[j]))[:active]
-        per_hop.append([Candidate(paths[i], float(costs[i]), children[i][1]) for i in kept])
-        frontier = [child_beam(frontier[children[i][2]], *children[i][:2]) for i in kept]
-    return Retrieval(topics, per_hop, source.round_trips - trips0)
+        frontier = [children.beam(i) for i in kept]
+        per_hop.append(
+            [
+                (paths[i], float(costs[i]), b.ends, b.preds)
+                for i, b in zip(kept, frontier, strict=True)
+            ]
+        )
+    return Retrieval(
+        topics,
+        [[_candidate(k, names) for k in hop] for hop in per_hop],
+        source.round_trips - trips0,
+    )
+
+
+def _candidate(kept: Kept, names: dict[int, str]) -> Candidate:
+    """Ends keyed by entity id in id order, as the string-set version built them."""
+    path, cost, ends, preds = kept
+    try:
+        pairs = sorted(
+            (names[v], names[p]) for v, p in zip(ends.tolist(), preds.tolist(), strict=True)
+        )
+    except KeyError as exc:  # a node vanished between two hops' round trips
+        raise RuntimeError(f"the graph changed during retrieval (node {exc} unnamed)") from exc
+    return Candidate(path, cost, dict(pairs))
 
 
 def _costs(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from cpr_neo4j.errors import Conflict, CprError
+from cpr_neo4j.errors import Conflict, CprError, HintFailed
 from cpr_neo4j.graph import records
 from cpr_neo4j.serve.graph import is_unavailable
 from cpr_neo4j.serve.schemas import AnswerOut, AskRequest, AskResponse, ErrorBody, PathEntity
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.search.hints import HintProvider
     from cpr_neo4j.serve.cache import ScorerPool
 
 
@@ -43,7 +44,9 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
     return dataset, cal
 
 
-def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
+def answer(
+    store: GraphStore, pool: ScorerPool, req: AskRequest, hints: HintProvider | None = None
+) -> AskResponse:
     from cpr_neo4j.stages.ask import ask
 
     dataset, cal = calibration_for(store, req)
@@ -57,6 +60,7 @@ def answer(store: GraphStore, pool: ScorerPool, req: AskRequest) -> AskResponse:
             cal["model"],
             req.beam_width,
             req.active,
+            hints,
             hops_filter=req.hops,
             delta=req.delta,
             all_candidates=req.all_candidates,
@@ -95,6 +99,8 @@ def classify(exc: BaseException) -> ErrorBody | None:
     """The HTTP status and body for an expected failure; None for a bug (answer 500)."""
     if is_unavailable(exc):
         return ErrorBody(status=503, type="Neo4jUnavailable", detail=_unavailable(exc))
+    if isinstance(exc, HintFailed):  # the hint server, not the request, is at fault
+        return ErrorBody(status=502, type="HintFailed", detail=str(exc))
     if isinstance(exc, Conflict):
         return ErrorBody(status=409, type=type(exc).__name__, detail=str(exc))
     if isinstance(exc, CprError):

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import records
+from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.serve.answer import answer, classify
 from cpr_neo4j.serve.auth import bearer_check
 from cpr_neo4j.serve.cache import ScorerPool
@@ -38,6 +39,8 @@ ERRORS = {
     409: "No calibration matches the model, settings or entity linking asked for, or the "
     "graph changed since it was calibrated (allow_stale answers without a guarantee)",
     422: "Malformed request: empty or over-long question, alpha outside (0, 1)",
+    502: "The relation-hint LLM server failed or gave no usable reply (never answered "
+    "without the calibrated hints)",
     503: "Neo4j cannot be reached; retry later",
 }
 
@@ -79,9 +82,12 @@ def create_app(
     scorers_per_model: int = 2,
     warm: bool = False,
     retry_time: float = 3.0,
+    hints: HintProvider | None = None,
 ) -> FastAPI:
     """settings: Neo4j (default: NEO4J_* or the local server); token: required bearer token
-    (None: no auth, for loopback); warm: load models at start-up rather than on first ask."""
+    (None: no auth, for loopback); warm: load models at start-up rather than on first ask;
+    hints: the relation-hint provider every request uses (its mode must match the
+    calibration's, else 409)."""
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
 
@@ -125,10 +131,12 @@ def create_app(
         body = ErrorBody(status=exc.status_code, type="HTTPError", detail=str(exc.detail))
         return JSONResponse(body.model_dump(), exc.status_code, headers=exc.headers)
 
-    @app.post("/ask", response_model=AskResponse, responses=_responses(400, 401, 409, 422, 503))
+    @app.post(
+        "/ask", response_model=AskResponse, responses=_responses(400, 401, 409, 422, 502, 503)
+    )
     def ask(req: AskRequest) -> AskResponse:
         """Answer one question: a conformal answer set with each answer's best path."""
-        return answer(holder.get(), pool, req)
+        return answer(holder.get(), pool, req, hints)
 
     @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 422, 503))
     def ask_batch(batch: BatchRequest) -> BatchResponse:
@@ -137,7 +145,7 @@ def create_app(
         results = []
         for req in batch.requests:
             try:
-                results.append(BatchItem(result=answer(store, pool, req)))
+                results.append(BatchItem(result=answer(store, pool, req, hints)))
             except Exception as exc:
                 body = classify(exc)
                 if body is None or body.status == 503:

@@ -94,7 +94,15 @@ def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
     """Refuse a calibration made with other retrieval or hint settings: no guarantee then."""
     pinned = {
         k: cal.get(k)
-        for k in ("hops", "beam_width", "active", "fanout_cap", "hint_mode", "hint_beta")
+        for k in (
+            "hops",
+            "beam_width",
+            "active",
+            "fanout_cap",
+            "hint_mode",
+            "hint_beta",
+            "hint_prompt",
+        )
     }
     asked = {k: getattr(wanted, k) for k in pinned}
     diff = [
@@ -102,8 +110,8 @@ def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
         for k in pinned
         if pinned[k] is not None and asked[k] != pinned[k]
     ]
-    if diff:
-        raise CprError(
+    if diff:  # Conflict: `cpr serve` answers 409, the CLI prints the line and exits 1
+        raise Conflict(
             "the calibration does not match this request: "
             + "; ".join(diff)
             + ": ask with the calibrated settings or run `cpr calibrate` with these"
@@ -169,6 +177,7 @@ def open_session(
         hint_beta=(hint_beta if hint_beta is not None else cal["hint_beta"])
         if mode != "none"
         else 0.0,
+        hint_prompt=hints.prompt if hints is not None and mode != "none" else "",
     )
     check_settings(cal, wanted)
     stale = stale_reason(
@@ -277,11 +286,7 @@ def answer(
         },
         topic_ids,
         [{"id": a.id, "rank": a.rank, "cost": a.cost, "path": a.path} for a in answers],
-        [
-            {"answer": a.id, "pos": i, "entity": e}
-            for a in answers[:MAX_PATHS_RECORDED]
-            for i, e in enumerate(a.entities)
-        ],
+        [via for a in answers[:MAX_PATHS_RECORDED] for via in _via(a, relpaths[a.id])],
     )
     url, cypher = browser_link(store, ask_id)
     return AskResult(
@@ -326,6 +331,16 @@ def ask_many(
                 yield answer(session, text, entity, found)
             except CprError as exc:
                 yield exc
+
+
+def _via(a: Answer, relpath) -> list[dict]:
+    """The answer's best path for its record: entity by entity, with the hop into each."""
+    rows = [{"answer": a.id, "pos": 0, "entity": a.entities[0]}]
+    for i, (step, e) in enumerate(zip(relpath, a.entities[1:], strict=True), 1):
+        rows.append(
+            {"answer": a.id, "pos": i, "entity": e, "rel": step.relation, "forward": step.forward}
+        )
+    return rows
 
 
 def browser_link(store: GraphStore, ask_id: str) -> tuple[str | None, str]:

@@ -111,6 +111,7 @@ def calibrate(
         active=active,
         hint_mode=mode,
         hint_beta=hint_beta if mode != "none" else 0.0,
+        hint_prompt=hints.prompt if hints and mode != "none" else "",
     )
     ids = set(meta["calibration_ids"])
     cal = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"), ids)
@@ -126,6 +127,7 @@ def calibrate(
     on_questions(len(cal))
     retriever = Retriever(store, dataset, scorer, settings, hints)
     scorer.questions([m for t, m in inputs.values() if t])  # one embedding batch
+    retriever.prefetch([(m, t) for t, m in inputs.values()])  # hints: one LLM batch
     scores = []
     for q in cal:
         topics, masked = inputs[q.id]
@@ -171,6 +173,8 @@ def calibrate(
             "settings": settings.key(),
             "hint_mode": settings.hint_mode,
             "hint_beta": settings.hint_beta,
+            "hint_prompt": settings.hint_prompt or None,
+            "hint_model": getattr(hints, "model", None) if mode != "none" else None,
             "beam_width": beam_width,
             "active": active,
             "hops": settings.hops,

@@ -211,6 +211,7 @@ def run(
         active=s.active,
         hint_mode=s.hint_mode,
         hint_beta=s.hint_beta if s.hint_mode != "none" else 0.0,
+        hint_prompt=s.hints.prompt if s.hints is not None and s.hint_mode != "none" else "",
     )
     # One neighbour cache for the whole run: every method and question shares it.
     source = CachedNeighbours(Neo4jNeighbours(store, s.dataset, settings.fanout_cap))
@@ -223,6 +224,7 @@ def run(
         scorer, used[METHODS[method]] = _scorer(store, method, meta, encoder, say)
         retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source=source)
         scorer.questions([q.masked for q in everyone])
+        retriever.prefetch([(q.masked, q.topics) for q in everyone])  # hints: one LLM batch
         tick = step(METHODS[method], len(everyone))
         cal_raw, test_raw = _records(retriever, cal_qs, tick), _records(retriever, test_qs, tick)
         # every method's row scores as `cpr calibrate` does (costs centred by s.centre); the

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cpr_neo4j.config import cpr_home
-from cpr_neo4j.graph import records
+from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import NeighbourSource
-from cpr_neo4j.search.hints import HintProvider, NoHints, OpenAIHints, hint_bonus
+from cpr_neo4j.search.hints import (
+    DEFAULT_LLM_MODEL,
+    HintProvider,
+    NoHints,
+    OpenAIHints,
+    VllmHints,
+    hint_bonus,
+)
 from cpr_neo4j.search.treeg import Retrieval, retrieve
 
-DEFAULT_HINT_BETA = 0.5
+# Relations around the topic entity for the hint prompt: entities looked at per hop beyond
+# the first (sorted ids, so the list is reproducible); hubs would otherwise cost seconds.
+HINT_FRONTIER = 64
 
 
 @dataclass(frozen=True)
@@ -28,17 +39,45 @@ class RetrievalSettings:
     hint_mode: str = "none"
     hint_beta: float = 0.0
     candidates: str = "sequences retained at every hop 1..H"
+    hint_prompt: str = ""  # the hint prompt's version ("" without hints)
 
     def key(self) -> dict:
-        return asdict(self)
+        key = asdict(self)
+        if not self.hint_prompt:
+            del key["hint_prompt"]  # calibration ids made before it existed stay the same
+        return key
 
 
-def hint_provider(llm_url: str | None, llm_model: str | None) -> HintProvider:
+def hint_cache_path(model: str) -> Path:
+    """One reply cache per model, shared by every provider serving it (the key holds the
+    prompt version, question, relations and H)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:60]
+    digest = hashlib.sha1(model.encode()).hexdigest()[:8]
+    return cpr_home() / "hints" / f"{slug}-{digest}.jsonl"
+
+
+def hint_provider(
+    llm_url: str | None = None,
+    llm_model: str | None = None,
+    llm: str | None = None,
+    parallel: int = 1,
+) -> HintProvider:
+    """The provider for the CLI's three options: --llm-url [--llm-model], --llm vllm:MODEL,
+    or neither (no hints). `parallel`: requests in flight to the server during prefetch
+    (1 for llama.cpp, which answers one at a time: more only queue into its timeout)."""
+    if llm_url and llm and llm != "none":
+        raise BadInput("give --llm-url or --llm, not both")
+    if llm and llm != "none":
+        kind, _, model = llm.partition(":")
+        if kind != "vllm" or not model:
+            raise BadInput(f"--llm takes vllm:MODEL or none, got {llm!r}")
+        return VllmHints(model, cache_path=hint_cache_path(model))
     if not llm_url:
+        if llm_model:
+            raise BadInput("--llm-model needs --llm-url (the server that runs it)")
         return NoHints()
-    cache = cpr_home() / "hints" / f"{hashlib.sha1(llm_url.encode()).hexdigest()[:8]}.jsonl"
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    return OpenAIHints(llm_url, llm_model or "Qwen/Qwen3-8B", cache_path=cache)
+    model = llm_model or DEFAULT_LLM_MODEL
+    return OpenAIHints(llm_url, model, cache_path=hint_cache_path(model), parallel=parallel)
 
 
 class Retriever:
@@ -58,16 +97,40 @@ class Retriever:
         self.settings = settings
         self.hints = hints or NoHints()
         self.source = source or Neo4jNeighbours(store, dataset, settings.fanout_cap)
-        self._relations = (
-            sorted(records.relation_text(store, dataset)) if settings.hint_beta else []
-        )
+
+    def hint_relations(self, topics: Sequence[str]) -> list[str]:
+        """Relation types within H hops of the topic entities (beyond hop 1, of the first
+        HINT_FRONTIER entities by id), so the hint LLM can only name real relations."""
+        found: set[str] = set()
+        frontier, seen = list(dict.fromkeys(topics)), set(topics)
+        for hop in range(self.settings.hops):
+            if not frontier:
+                break
+            edges = self.source.neighbours(frontier)
+            found |= {step.relation for out in edges.values() for step, _ in out}
+            if hop + 1 == self.settings.hops:
+                break
+            nxt = sorted({n for out in edges.values() for _, n in out} - seen)[:HINT_FRONTIER]
+            seen.update(nxt)
+            frontier = nxt
+        return sorted(found)
+
+    def prefetch(self, questions: Sequence[tuple[str, Sequence[str]]]) -> None:
+        """Ask the hint LLM for many (masked question, topics) in one batch up front."""
+        if self.settings.hint_beta:
+            s = self.settings
+            items = [(m, self.hint_relations(t), s.hops) for m, t in questions if t]
+            self.hints.prefetch(items)
 
     def run(self, masked_question: str, topics: list[str], text: str | None = None) -> Retrieval:
-        """TreeG for one question; `text` (unmasked) is what the hint LLM reads."""
+        """TreeG for one question. The hint LLM reads the masked question (the entity is
+        ENT) and the relations around the topics: its reply depends on the question's form
+        and the graph, not the name, and MetaQA's masked prompts repeat (cache hits).
+        `text` (unmasked) is accepted for callers that have it; hints do not use it."""
         s = self.settings
         bonus = None
-        if s.hint_beta:
-            chains = self.hints.hints(text or masked_question, self._relations, s.hops)
+        if s.hint_beta and topics:
+            chains = self.hints.hints(masked_question, self.hint_relations(topics), s.hops)
             if chains:
                 bonus = hint_bonus(self.scorer, self.scorer.relation_text, chains)
         ctx = self.scorer.question(masked_question)

@@ -1,0 +1,25 @@
+// Search: neighbours of the entities $ids of dataset $dataset, both directions, in ONE query.
+// Returns ONE row (few big lists decode far faster than a row per entity or edge):
+// nodes/ids = node id and id of every entity found; groups = one
+// [relationship type, forward?, edges, names] per type and direction, where each edge is
+// packed as entity node id * 2^32 + neighbour node id, and names = the neighbours' ids
+// (only when $names, else null). Hub-aware cap: at most $cap neighbours per (entity, type,
+// direction), the first by id, so a hub keeps the same edges whatever the store order and one
+// big relation does not crowd out the others.
+UNWIND $ids AS id
+MATCH (e:Entity {dataset: $dataset, id: id})
+WITH collect(e) AS found
+CALL (found) {
+  UNWIND found AS e
+  CALL (e) {
+    MATCH (e)-[r]-(n:Entity)
+    WITH type(r) AS type, startNode(r) = e AS forward, collect(n) AS ns
+    RETURN type, forward,
+           CASE WHEN size(ns) <= $cap THEN ns
+                ELSE COLLECT { UNWIND ns AS m RETURN m ORDER BY m.id LIMIT $cap } END AS ns
+  }
+  UNWIND ns AS n
+  WITH type, forward, collect(id(e) * 4294967296 + id(n)) AS edges, collect(n) AS ns
+  RETURN collect([type, forward, edges, CASE WHEN $names THEN [n IN ns | n.id] END]) AS groups
+}
+RETURN [e IN found | id(e)] AS nodes, [e IN found | e.id] AS ids, groups
