@@ -285,3 +285,19 @@ def test_recovers_by_itself_when_neo4j_comes_back(neo4j_settings):
             assert c.get("/calibrations").status_code == 200
         finally:
             relay.stop()
+
+
+def test_a_database_still_starting_is_503_not_500():
+    """After a restart Neo4j answers DatabaseUnavailable until the database is up (seen in
+    `bench/serve.py --fault`): that is an outage, not a refused statement."""
+    from neo4j.exceptions import TransientError
+
+    from cpr_neo4j.serve.answer import classify
+
+    exc = TransientError._hydrate_neo4j(
+        code="Neo.TransientError.General.DatabaseUnavailable", message="not available"
+    )
+    assert classify(exc).status == 503
+    code = "Neo.TransientError.Transaction.Outdated"
+    other = TransientError._hydrate_neo4j(code=code, message="x")
+    assert classify(other).status == 500

@@ -18,8 +18,10 @@ def is_unavailable(exc: BaseException) -> bool:
     """Neo4j cannot be reached right now (a retry later may succeed)."""
     if isinstance(exc, ConnectionFailed):
         return True
-    from neo4j.exceptions import ServiceUnavailable, SessionExpired
+    from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
+    if isinstance(exc, TransientError):  # e.g. the database still starting after a restart
+        return exc.code == "Neo.TransientError.General.DatabaseUnavailable"
     return isinstance(exc, (ServiceUnavailable, SessionExpired))
 
 
