@@ -1,5 +1,7 @@
 """User-facing errors: the CLI prints them as one line and exits non-zero."""
 
+EMPTY_QUESTION = 'empty question: cpr ask "which movies did [Ridley Scott] direct"'
+
 
 class CprError(Exception):
     """An expected failure with a message that says what happened and what to do."""

@@ -18,7 +18,7 @@ from cpr_neo4j.cli.common import (
     progress_bar,
     table,
 )
-from cpr_neo4j.errors import BadInput, CprError
+from cpr_neo4j.errors import EMPTY_QUESTION, BadInput, CprError
 
 SHOWN = 25
 
@@ -97,7 +97,7 @@ def ask(
     if (question is None) == (questions_file is None):
         raise BadInput('give one QUESTION or --file FILE: cpr ask "which movies did [X] direct"')
     if question is not None and not question.strip():  # before the heavy imports
-        raise BadInput('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+        raise BadInput(EMPTY_QUESTION)
     items = read_questions(questions_file) if questions_file else None
     from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
 

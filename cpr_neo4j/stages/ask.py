@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from cpr_neo4j.config import local_server_settings
 from cpr_neo4j.conformal.threshold import centred, percent
-from cpr_neo4j.errors import Conflict, CprError, StaleCalibration, Unattainable
+from cpr_neo4j.errors import EMPTY_QUESTION, Conflict, CprError, StaleCalibration, Unattainable
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.fingerprint import stale_reason
 from cpr_neo4j.graph.linking import link
@@ -230,7 +230,7 @@ def check_linking(cal: dict, entity: str | None) -> None:
 def link_question(session: Session, text: str, entity: str | None) -> Linked:
     """Topic entities of one question, linked the way its calibration was."""
     if not text or not text.strip():
-        raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+        raise CprError(EMPTY_QUESTION)
     check_linking(session.cal, entity)
     topics, notes = link(session.store, session.dataset, text, entity)
     return Linked(topics, notes, mask_question(text, [t["name"] for t in topics]))
@@ -372,7 +372,7 @@ def ask(
 ) -> AskResult:
     """One question: `open_session` + `answer`."""
     if not text or not text.strip():  # before loading anything
-        raise CprError('empty question: cpr ask "which movies did [Ridley Scott] direct"')
+        raise CprError(EMPTY_QUESTION)
     session = open_session(
         store,
         alpha,
