@@ -24,6 +24,9 @@ QUESTIONS_SCHEMA = {
     "topics": pl.List(pl.Utf8),  # topic entity ids
     "answers": pl.List(pl.Utf8),  # gold answer entity ids
 }
+# Per-question subgraph membership (RoG, NSM/GraftNet): which entities each question's own
+# retrieved subgraph holds. The graph is the union; `--scope subgraph` answers inside these.
+SUBGRAPHS_SCHEMA = {"question": pl.Utf8, "entity": pl.Utf8}
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Dataset:
     questions: one row per question, QUESTIONS_SCHEMA.
     relation_text: readable text per relation name ("directed_by" -> "directed by").
     problems: malformed lines skipped while reading.
+    subgraphs: unique (question, entity) rows, SUBGRAPHS_SCHEMA; None when the source has no
+        per-question subgraphs (MetaQA, plain triples).
     """
 
     name: str
@@ -55,6 +60,7 @@ class Dataset:
     questions: pl.DataFrame
     relation_text: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    subgraphs: pl.DataFrame | None = None
 
 
 # --- helpers shared by the loaders -------------------------------------------------------------
@@ -194,11 +200,13 @@ def build_dataset(
     problems: list[Problem],
     strict: bool = False,
     names: pl.DataFrame | None = None,
+    subgraphs: pl.DataFrame | None = None,
 ) -> Dataset:
     """The shared tail of every loader: dedupe, entities, relation text, --strict, empty graph.
 
     questions: QUESTIONS_SCHEMA plus `_file`/`_line` (duplicate ids are reported there).
     names: optional (id, name) rows; the first name that differs from its id wins.
+    subgraphs: optional (question, entity) membership rows; kept for kept questions only.
     """
     triples = triples.select(list(TRIPLES_SCHEMA)).cast(TRIPLES_SCHEMA).unique(maintain_order=True)
     first = pl.col("id").is_first_distinct()
@@ -229,6 +237,14 @@ def build_dataset(
         pl.col("answers").list.unique(maintain_order=True),
     )
     relations = triples["relation"].unique(maintain_order=True)
+    if subgraphs is not None:
+        subgraphs = (
+            subgraphs.select(list(SUBGRAPHS_SCHEMA))
+            .cast(SUBGRAPHS_SCHEMA)
+            .join(questions.select(pl.col("id").alias("question")), on="question", how="semi")
+            .join(ids.select(pl.col("id").alias("entity")), on="entity", how="semi")
+            .unique(maintain_order=True)
+        )
     return Dataset(
         name=name,
         triples=triples,
@@ -236,4 +252,5 @@ def build_dataset(
         questions=questions.select(list(QUESTIONS_SCHEMA)).cast(QUESTIONS_SCHEMA),
         relation_text={r: readable_relation(r) for r in relations},
         problems=problems,
+        subgraphs=subgraphs,
     )
