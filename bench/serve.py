@@ -93,6 +93,22 @@ def cli_baseline(texts: list[str], alpha: float, hops: int) -> tuple[list[float]
     return seconds, ids
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc); 0 when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def neo4j_pid() -> int | None:
+    from cpr_neo4j.neo4j_server import server
+
+    info = server.status()
+    return info.pid if info else None
+
+
 def bench_server(
     args: argparse.Namespace, bodies: list[dict], warmup: list[dict], ask_ids: list[str]
 ) -> tuple[float, float]:
@@ -108,7 +124,14 @@ def bench_server(
         # connections before timing.
         _, warm, _ = run_clients(url, warmup, args.clients)
         ask_ids += [body["ask_id"] for status, body in warm if status == 200]
+        db = neo4j_pid()
+        cpu0 = cpu_seconds(proc.pid), cpu_seconds(db)
         lat, responses, wall = run_clients(url, bodies, args.clients)
+        cpu1 = cpu_seconds(proc.pid), cpu_seconds(db)
+        # One client, nothing else in flight: the latency a lone request sees.
+        solo = bodies[: args.solo]
+        solo_lat, solo_responses, _ = run_clients(url, solo, 1)
+        ask_ids += [body["ask_id"] for status, body in solo_responses if status == 200]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -128,6 +151,18 @@ def bench_server(
         + (f", errors by status {failed}" if failed else "")
         + ")"
     )
+    serve_ms, db_ms = ((b - a) * 1000 / max(len(ok), 1) for a, b in zip(cpu0, cpu1, strict=True))
+    cores = os.cpu_count() or 1
+    print(
+        f"  CPU per answered question: cpr serve {serve_ms:.1f} ms + Neo4j {db_ms:.1f} ms; "
+        f"{cores} cores could answer at most {cores * 1000 / (serve_ms + db_ms):.0f} questions/s"
+        " if nothing else ran"
+    )
+    if solo_lat:
+        print(
+            f"  one client alone ({len(solo_lat)} questions): p50 "
+            f"{np.percentile(solo_lat, 50):.0f} ms, p99 {np.percentile(solo_lat, 99):.0f} ms"
+        )
     return p50, qps
 
 
@@ -209,6 +244,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--baseline", type=int, default=5, help="`cpr ask` processes to time")
     ap.add_argument("--scorers", type=int, default=4, help="cpr serve --scorers")
+    ap.add_argument("--solo", type=int, default=50, help="questions asked by one lone client")
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--hops", type=int, default=2)
     ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")

@@ -33,21 +33,13 @@ def tiny(store):
     store.query("MATCH (n {dataset: $ds}) DETACH DELETE n", {"ds": DS}, write=True)
 
 
-def save(store, ask_id: str, answers: list[dict], chains: dict[str, list]) -> None:
-    via = [
-        {"answer": a, "pos": i, "entity": e} | ({} if isinstance(e, str) else e)
-        for a, chain in chains.items()
-        for i, e in enumerate(chain)
-    ]
-    records.save_ask(
-        store,
-        ask_id,
-        DS,
-        {"question": "who directed the films of [Ann]", "dataset": DS},
-        ["Ann"],
-        answers,
-        via,
-    )
+def ask(ask_id: str, answers: list[dict]) -> dict:
+    props = {"question": "who directed the films of [Ann]", "dataset": DS}
+    return {"id": ask_id, "dataset": DS, "props": props, "topics": ["Ann"], "answers": answers}
+
+
+def hops(nodes: list[str], rels: list[str], forward: list[bool]) -> dict:
+    return {"nodes": nodes, "rels": rels, "forward": forward}
 
 
 def test_each_answer_keeps_its_exact_hops_and_the_view_returns_only_those(store, tiny):
@@ -57,15 +49,16 @@ def test_each_answer_keeps_its_exact_hops_and_the_view_returns_only_those(store,
             "rank": 1,
             "cost": 0.1,
             "path": "Ann <-starred_actors- Film -written_by-> Bob",
-        },
-        {
-            "id": "Eve",
-            "rank": 2,
-            "cost": 0.2,
-            "path": "Ann -film.actor.film-> m.0cvt -film.performance.character-> Eve",
-        },
+        }
+        | hops(["Ann", "Film", "Bob"], ["starred_actors", "written_by"], [False, True]),
+        {"id": "Eve", "rank": 2, "cost": 0.2, "path": "Ann -film.actor.film-> [CVT] -> Eve"}
+        | hops(
+            ["Ann", "m.0cvt", "Eve"],
+            ["film.actor.film", "film.performance.character"],
+            [True, True],
+        ),
     ]
-    save(store, "t1", answers, {"Bob": ["Ann", "Film", "Bob"], "Eve": ["Ann", "m.0cvt", "Eve"]})
+    records.save_asks(store, [ask("t1", answers)])
     rec = records.ask_record(store, "t1")
     assert rec["ask"]["name"] == "who directed the films of [Ann]" and rec["topics"] == ["Ann"]
     bob, eve = rec["answers"]
@@ -95,26 +88,34 @@ def test_each_answer_keeps_its_exact_hops_and_the_view_returns_only_those(store,
     assert labels == {"Ann": False, "Film": False, "Bob": False, "m.0cvt": True, "Eve": False}
 
 
-def test_hops_given_by_the_caller_win_and_unreadable_paths_are_left_out(store, tiny):
-    answers = [
-        {"id": "Bob", "rank": 1, "cost": 0.1, "path": ""},  # no text: two ways Film -> Bob
-        {"id": "Film", "rank": 2, "cost": 0.2, "path": ""},  # one way: it stands
-    ]
-    chains = {"Bob": ["Ann", "Film", "Bob"], "Film": ["Ann", "Film"]}
-    save(store, "t2", answers, chains)
-    bob, film = records.ask_record(store, "t2")["answers"]
-    assert bob["nodes"] is None and film["rels"] == ["starred_actors"]
-    chains["Bob"] = [
-        "Ann",
-        {"entity": "Film", "rel": "starred_actors", "forward": False},
-        {"entity": "Bob", "rel": "directed_by", "forward": True},
-    ]
-    save(store, "t3", answers, chains)
-    bob = records.ask_record(store, "t3")["answers"][0]
-    assert bob["rels"] == ["starred_actors", "directed_by"]
-    assert {r["r"].type for r in store.read("ask_paths", id="t3")} == {
+def test_asks_written_together_each_keep_their_own_answers(store, tiny):
+    """`cpr serve` commits concurrent asks in one transaction: each record stays whole."""
+    bob = {"id": "Bob", "rank": 1, "cost": 0.1, "path": ""}
+    film = {"id": "Film", "rank": 2, "cost": 0.2, "path": ""}  # past the recorded paths
+    records.save_asks(
+        store,
+        [
+            ask(
+                "t2",
+                [
+                    bob
+                    | hops(
+                        ["Ann", "Film", "Bob"], ["starred_actors", "directed_by"], [False, True]
+                    ),
+                    film,
+                ],
+            ),
+            ask("t3", [film | hops(["Ann", "Film"], ["starred_actors"], [False])]),
+        ],
+    )
+    first, second = records.ask_record(store, "t2"), records.ask_record(store, "t3")
+    assert [a["id"] for a in first["answers"]] == ["Bob", "Film"]
+    assert first["answers"][0]["rels"] == ["starred_actors", "directed_by"]
+    assert first["answers"][1]["nodes"] is None
+    assert [a["id"] for a in second["answers"]] == ["Film"]
+    assert {r["r"].type for r in store.read("ask_paths", id="t2")} == {
         "TOPIC",
         "ANSWER",
         "starred_actors",
-        "directed_by",
+        "directed_by",  # not the parallel written_by
     }

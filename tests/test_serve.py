@@ -67,7 +67,7 @@ def client(store, neo4j_settings, calibrated):
 
 
 def ask(client, asked, **body):
-    r = client.post("/ask", json={"alpha": 0.1, "hops": 2, **body})
+    r = client.post("/ask", json={"alpha": 0.1, "hops": 2, "dataset": "metaqa", **body})
     if r.status_code == 200:
         asked.append(r.json()["ask_id"])
     return r
@@ -120,8 +120,13 @@ def test_batch_answers_each_item_and_reports_item_errors(client, asked):
         "/ask/batch",
         json={
             "requests": [
-                {"question": QUESTION, "alpha": 0.1, "hops": 2},
-                {"question": "who directed [No Such Entity 42]", "alpha": 0.1, "hops": 2},
+                {"question": QUESTION, "alpha": 0.1, "hops": 2, "dataset": "metaqa"},
+                {
+                    "question": "who directed [No Such Entity 42]",
+                    "alpha": 0.1,
+                    "hops": 2,
+                    "dataset": "metaqa",
+                },
             ]
         },
     )

@@ -4,9 +4,8 @@ scoring models, calibrations and Ask records. Plain dicts and numbers in and out
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 from cpr_neo4j.errors import CprError
@@ -156,84 +155,24 @@ def calibrated_datasets(store: GraphStore) -> list[str]:
     return [r["dataset"] for r in store.read("calibrated_datasets")]
 
 
-def save_ask(
-    store: GraphStore,
-    ask_id: str,
-    dataset: str,
-    props: Mapping[str, Any],
-    topics: list[str],
-    answers: list[dict],
-    via: list[dict],
-) -> None:
-    """Write an (:Ask) record (cypher/create_ask.cypher). `via` rows {answer, pos, entity}
-    give each recorded answer's best path, topic first; a row may also carry the hop into it
-    ({rel, forward}), else the hop is read off the graph and the answer's `path` text."""
-    chains: dict[str, list[dict]] = {}
-    for v in sorted(via, key=lambda v: v["pos"]):
-        chains.setdefault(v["answer"], []).append(v)
-    hops = _resolve_hops(store, dataset, chains, {a["id"]: a.get("path", "") for a in answers})
-    rows = [{**a, **hops.get(a["id"], {})} for a in answers]
-    store.write(
-        "create_ask",
-        id=ask_id,
-        dataset=dataset,
-        props=_props({**props, "name": props.get("question")}),  # Browser's caption
-        topics=topics,
-        answers=rows,
-        path_entities=sorted({v["entity"] for v in via}),
-    )
-
-
-def _resolve_hops(
-    store: GraphStore, dataset: str, chains: dict[str, list[dict]], texts: dict[str, str]
-) -> dict[str, dict]:
-    """answer id -> {nodes, rels, forward}: its path's entity ids and each hop's type and way."""
-    pairs = {
-        (u["entity"], v["entity"])
-        for steps in chains.values()
-        for u, v in pairwise(steps)
-        if "rel" not in v
-    }
-    found: dict[tuple[str, str], list[tuple[str, bool]]] = {}
-    names: dict[str, str] = {}
-    pairs_in = sorted(map(list, pairs))  # none when the caller gave every hop (cpr ask)
-    rows = store.read("ask_hop_candidates", dataset=dataset, pairs=pairs_in) if pairs else []
-    for r in rows:
-        found.setdefault((r["u"], r["v"]), []).append((r["type"], r["forward"]))
-        names.update({r["u"]: r["u_name"], r["v"]: r["v_name"]})
-    out = {}
-    for answer, steps in chains.items():
-        ids = [s["entity"] for s in steps]
-        text, first = texts.get(answer, ""), names.get(ids[0], ids[0])
-        cursor = len(first) if text.startswith(first) else -1  # -1: no text to read hops off
-        rels, forward = [], []
-        for u, v in pairwise(steps):
-            options = (
-                [(v["rel"], v["forward"])]
-                if "rel" in v
-                else found.get((u["entity"], v["entity"]), [])
-            )
-            hop = _pick_hop(options, text, cursor, names.get(v["entity"], v["entity"]))
-            if hop is None:
-                break
-            (t, f), cursor = hop
-            rels.append(t)
-            forward.append(bool(f))
-        else:
-            out[answer] = {"nodes": ids, "rels": rels, "forward": forward}
-    return out
-
-
-def _pick_hop(
-    options: list[tuple[str, bool]], text: str, cursor: int, name: str
-) -> tuple[tuple[str, bool], int] | None:
-    """The option that `text` (stages.ask.describe's rendering) shows at `cursor`, with the
-    cursor after it; a sole option without matching text stands; None when unresolved."""
-    for t, f in options if cursor >= 0 else []:
-        piece = f" -{t}-> {name}" if f else f" <-{t}- {name}"
-        if text.startswith(piece, cursor):
-            return (t, f), cursor + len(piece)
-    return (options[0], -1) if len(options) == 1 else None
+def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> None:
+    """Write (:Ask) records in ONE transaction (cypher/create_ask.cypher): `cpr serve` writes
+    the asks of concurrent requests together, one commit for all. Each ask is
+    {id, dataset, props, topics: [ids], answers: [{id, rank, cost, path, nodes, rels,
+    forward}]}; nodes are the entity ids of the answer's best path (topic first), rels and
+    forward each hop's type and way (None for answers past the recorded paths)."""
+    rows = [
+        {
+            "id": a["id"],
+            "dataset": a["dataset"],
+            "props": _props({**a["props"], "name": a["props"].get("question")}),  # caption
+            "topics": list(a["topics"]),
+            "answers": list(a["answers"]),
+            "path_entities": sorted({e for x in a["answers"] for e in x.get("nodes") or ()}),
+        }
+        for a in asks
+    ]
+    store.write("create_ask", asks=rows)
 
 
 def ask_record(store: GraphStore, ask_id: str) -> dict | None:

@@ -18,7 +18,7 @@ from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import records
 from cpr_neo4j.search.hints import HintProvider
-from cpr_neo4j.serve.answer import answer, classify
+from cpr_neo4j.serve.answer import AskWriter, answer, classify
 from cpr_neo4j.serve.auth import bearer_check
 from cpr_neo4j.serve.cache import ScorerPool
 from cpr_neo4j.serve.graph import StoreHolder, is_unavailable
@@ -90,6 +90,7 @@ def create_app(
     calibration's, else 409)."""
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
+    writer = AskWriter()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -136,7 +137,7 @@ def create_app(
     )
     def ask(req: AskRequest) -> AskResponse:
         """Answer one question: a conformal answer set with each answer's best path."""
-        return answer(holder.get(), pool, req, hints)
+        return answer(holder.get(), pool, req, hints, writer)
 
     @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 422, 503))
     def ask_batch(batch: BatchRequest) -> BatchResponse:
@@ -145,7 +146,7 @@ def create_app(
         results = []
         for req in batch.requests:
             try:
-                results.append(BatchItem(result=answer(store, pool, req, hints)))
+                results.append(BatchItem(result=answer(store, pool, req, hints, writer)))
             except Exception as exc:
                 body = classify(exc)
                 if body is None or body.status == 503:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from cpr_neo4j.errors import Conflict, CprError
+from cpr_neo4j.serve.coalesce import Coalescer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,14 +28,6 @@ if TYPE_CHECKING:
 MAX_CACHED_TEXTS = 50_000
 
 
-class _Job:
-    def __init__(self, texts: Sequence[str], cache: bool):
-        self.texts, self.cache = list(texts), cache
-        self.result: np.ndarray | None = None
-        self.error: BaseException | None = None
-        self.done = False
-
-
 class LockedEncoder:
     """A TextEncoder usable from many threads. encode() calls that arrive while one runs
     are queued and the next caller encodes them all in one batch (a 32-text batch costs
@@ -42,43 +35,23 @@ class LockedEncoder:
 
     def __init__(self, inner: TextEncoder, max_cached: int = MAX_CACHED_TEXTS):
         self._inner = inner
-        self._queue_lock = threading.Lock()
-        self._run_lock = threading.Lock()  # one encoder call at a time
-        self._queue: list[_Job] = []
         self._max_cached = max_cached
+        self._calls: Coalescer[tuple[list[str], bool], np.ndarray] = Coalescer(self._run)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
-        job = _Job(texts, cache)
-        with self._queue_lock:
-            self._queue.append(job)
-        with self._run_lock:
-            if not job.done:  # nobody took it yet: encode everything queued so far
-                with self._queue_lock:
-                    jobs, self._queue = self._queue, []
-                self._run(jobs)
-        if job.error is not None:
-            raise job.error
-        assert job.result is not None
-        return job.result
+        return self._calls.submit((list(texts), cache))
 
-    def _run(self, jobs: list[_Job]) -> None:
+    def _run(self, calls: list[tuple[list[str], bool]]) -> list[np.ndarray]:
         cached = getattr(self._inner, "_cache", None)
         if cached is not None and len(cached) > self._max_cached:
             cached.clear()
-        texts = list(dict.fromkeys(t for j in jobs for t in j.texts))
-        try:
-            vectors = self._inner.encode(texts, cache=any(j.cache for j in jobs))
-            row = {t: i for i, t in enumerate(texts)}
-            for j in jobs:
-                j.result = vectors[[row[t] for t in j.texts]]
-        except BaseException as exc:  # every waiting caller sees the failure
-            for j in jobs:
-                j.error = exc
-        for j in jobs:
-            j.done = True
+        texts = list(dict.fromkeys(t for ts, _ in calls for t in ts))
+        vectors = self._inner.encode(texts, cache=any(c for _, c in calls))
+        row = {t: i for i, t in enumerate(texts)}
+        return [vectors[[row[t] for t in ts]] for ts, _ in calls]
 
 
 class ScorerPool:

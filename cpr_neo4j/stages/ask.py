@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -138,6 +138,8 @@ class Session:
     tau: float
     retriever: Retriever
     no_guarantee: str | None  # a NO GUARANTEE / STALE note when no guarantee holds
+    # Writes an :Ask record; `cpr serve` passes one that commits concurrent asks together.
+    save: Callable[[dict], None] | None = None
 
 
 def open_session(
@@ -153,10 +155,12 @@ def open_session(
     delta: float | None = None,
     all_candidates: bool = False,
     allow_stale: bool = False,
+    cal: dict | None = None,
 ) -> Session:
-    """Check the request against the newest matching calibration; errors before any search."""
+    """Check the request against the newest matching calibration (`cal`: already read by
+    the caller for these dataset, model and hops); errors before any search."""
     dataset = _pick_dataset(store, dataset)
-    cal = records.latest_calibration(store, dataset, model_id, hops_filter)
+    cal = cal or records.latest_calibration(store, dataset, model_id, hops_filter)
     if cal is None:
         raise CprError(
             f"dataset {dataset!r} has no calibration"
@@ -267,11 +271,10 @@ def answer(
     if session.no_guarantee:
         notes.append(session.no_guarantee)
     ask_id = uuid.uuid4().hex[:12]
-    records.save_ask(
-        store,
-        ask_id,
-        dataset,
-        {
+    record = {
+        "id": ask_id,
+        "dataset": dataset,
+        "props": {
             "question": text,
             "dataset": dataset,
             "alpha": session.alpha,
@@ -284,10 +287,17 @@ def answer(
             "answer_count": len(answers),
             "created": datetime.now(timezone.utc).isoformat(),
         },
-        topic_ids,
-        [{"id": a.id, "rank": a.rank, "cost": a.cost, "path": a.path} for a in answers],
-        [via for a in answers[:MAX_PATHS_RECORDED] for via in _via(a, relpaths[a.id])],
-    )
+        "topics": topic_ids,
+        "answers": [
+            {"id": a.id, "rank": a.rank, "cost": a.cost, "path": a.path}
+            | (_hops(a, relpaths[a.id]) if a.rank <= MAX_PATHS_RECORDED else {})
+            for a in answers
+        ],
+    }
+    if session.save is not None:
+        session.save(record)
+    else:
+        records.save_asks(store, [record])
     url, cypher = browser_link(store, ask_id)
     return AskResult(
         text,
@@ -333,14 +343,14 @@ def ask_many(
                 yield exc
 
 
-def _via(a: Answer, relpath) -> list[dict]:
-    """The answer's best path for its record: entity by entity, with the hop into each."""
-    rows = [{"answer": a.id, "pos": 0, "entity": a.entities[0]}]
-    for i, (step, e) in enumerate(zip(relpath, a.entities[1:], strict=True), 1):
-        rows.append(
-            {"answer": a.id, "pos": i, "entity": e, "rel": step.relation, "forward": step.forward}
-        )
-    return rows
+def _hops(a: Answer, relpath) -> dict:
+    """The answer's best path for its record: entity ids (topic first), each hop's type and
+    way, so the Browser view shows exactly the hops TreeG took."""
+    return {
+        "nodes": a.entities,
+        "rels": [step.relation for step in relpath],
+        "forward": [bool(step.forward) for step in relpath],
+    }
 
 
 def browser_link(store: GraphStore, ask_id: str) -> tuple[str | None, str]:
