@@ -262,10 +262,16 @@ class _LLMHints:
     def _complete(self, messages: list[dict[str, str]]) -> str:
         raise NotImplementedError
 
-    def _complete_many(self, batch: list[list[dict[str, str]]]) -> list[str]:
-        """Replies to many prompts: `parallel` requests at once (a server batches them)."""
+    def _fill(self, todo: dict[Key, list[dict[str, str]]]) -> None:
+        """Ask for every prompt, `parallel` requests at once (a server batches them), caching
+        each usable reply as it arrives: a run stopped halfway keeps what it was sent."""
+
+        def one(item: tuple[Key, list[dict[str, str]]]) -> None:
+            key, messages = item
+            self._usable(messages, self._ask(messages), key)
+
         with ThreadPoolExecutor(max(1, self.parallel)) as pool:
-            return list(pool.map(self._ask, batch))
+            list(pool.map(one, todo.items()))
 
     def _key(self, question: str, relations: list[str], hops: int) -> Key:
         return (self.model, self.prompt, question, tuple(sorted(relations)), hops)
@@ -287,11 +293,8 @@ class _LLMHints:
             key = self._key(question, relations, hops)
             if self.cache.get(key) is None:
                 todo.setdefault(key, build_messages(question, sorted(relations), hops))
-        if not todo:
-            return
-        replies = self._complete_many(list(todo.values()))
-        for (key, messages), reply in zip(todo.items(), replies, strict=True):
-            self._usable(messages, reply, key)
+        if todo:
+            self._fill(todo)
 
     def _usable(self, messages: list[dict[str, str]], reply: str, key: Key) -> str:
         """The reply, or after one corrective follow-up a reply with a chains list; cached."""
@@ -412,7 +415,9 @@ class VllmHints(_LLMHints):
         )
         return out[0].outputs[0].text
 
-    def _complete_many(self, batch: list[list[dict[str, str]]]) -> list[str]:
+    def _fill(self, todo: dict[Key, list[dict[str, str]]]) -> None:
+        """One vLLM batch for every prompt; the replies are cached once it returns."""
+        batch = list(todo.values())
         start = time.perf_counter()
         try:
             outs = self._llm.chat(
@@ -423,7 +428,8 @@ class VllmHints(_LLMHints):
             raise HintFailed(f"vLLM failed on a batch of {len(batch)} prompts: {shown}") from exc
         self.stats.asked += len(batch)
         self.stats.seconds += time.perf_counter() - start
-        return [o.outputs[0].text for o in outs]
+        for (key, messages), out in zip(todo.items(), outs, strict=True):
+            self._usable(messages, out.outputs[0].text, key)
 
 
 def hint_bonus(
