@@ -26,11 +26,47 @@ def mask_question(text: str, mentions: list[str] | tuple[str, ...] = ()) -> str:
     return " ".join(masked.split())
 
 
+# A bare Freebase MID (`m.0abc12`) or Google KG id (`g.11b6...`): the only "name" a CVT
+# (mediator) node has, and the id of many named entities in sources without names.
+_MID = re.compile(r"^[mg]\.[0-9A-Za-z_]+$")
+
+
+def is_mid(text: str | None) -> bool:
+    return bool(text) and _MID.fullmatch(text) is not None
+
+
 def readable_relation(name: str) -> str:
     """Readable text: `people.person.place_of_birth` -> `person place of birth`.
 
-    `directed_by` -> `directed by`.
+    `directed_by` -> `directed by`. Freebase names keep their last two parts (type and
+    property: the domain adds nothing the question says). A name that is itself an id
+    (`m.0xyz`) or has no words stays as it is, rather than becoming `m 0xyz` or nothing.
     """
-    parts = name.split(".")
+    if is_mid(name):
+        return name
+    parts = [p for p in name.split(".") if p]
     tail = parts[-2:] if len(parts) >= 2 else parts
-    return " ".join(" ".join(tail).replace("_", " ").split())
+    return " ".join(" ".join(tail).replace("_", " ").split()) or name
+
+
+def _freebase_type(relation: str) -> str | None:
+    """`tv.regular_tv_appearance.actor` -> `regular tv appearance` (the head's type)."""
+    parts = relation.split(".")
+    if len(parts) < 3:
+        return None
+    return " ".join(parts[-2].replace("_", " ").split()) or None
+
+
+def cvt_label(into: tuple[str, bool] | None, out: tuple[str, bool] | None) -> str:
+    """How a path shows an unnamed CVT (mediator) node between the steps `into` and `out`
+    ((relation, forward) each): `[regular tv appearance]`, its Freebase type, read off a
+    relation the CVT is the head of (the next step forward, or the step into it reversed);
+    else `[regular cast]` from the relation into it; else `[CVT]`."""
+    kind = None
+    if out is not None and out[1]:
+        kind = _freebase_type(out[0])
+    if kind is None and into is not None and not into[1]:
+        kind = _freebase_type(into[0])
+    if kind is None and into is not None:
+        kind = readable_relation(into[0].rsplit(".", 1)[-1])
+    return f"[{kind or 'CVT'}]"

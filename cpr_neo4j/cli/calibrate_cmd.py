@@ -13,6 +13,7 @@ from cpr_neo4j.cli.common import (
     hints_from,
     open_store,
     progress_bar,
+    scope_option,
     table,
 )
 from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, DEFAULT_CENTRE, GOLD, TEXT
@@ -73,6 +74,7 @@ def parse_alphas(text: str) -> tuple[float, ...]:
     "(then `cpr ask` needs --entity); 'auto' is text when it finds the gold topics for at "
     "least half the questions.",
 )
+@scope_option("the model's (subgraph when it was trained so)")
 def calibrate(
     dataset: str,
     alphas: str,
@@ -88,6 +90,7 @@ def calibrate(
     delta: float | None,
     centre: float,
     linking: str,
+    scope: str | None,
 ) -> None:
     """Calibrate tau on DATASET's held-out calibration questions."""
     levels = parse_alphas(alphas)
@@ -109,6 +112,7 @@ def calibrate(
             delta=delta,
             centre=centre,
             linking=linking,
+            scope=scope,
         )
     if hints:
         console.print(f"{hints.stats.line()}; hint mode {hints.mode}, prompt {hints.prompt}")
@@ -143,7 +147,11 @@ def calibrate(
         f"entities {how[result.linking]}"
         + (" (so `cpr ask` needs --entity)" if result.linking == GOLD else "")
     )
-    console.print(
-        f"calibration {result.id} written to Neo4j; next: "
-        f'cpr ask "..." --dataset {dataset} --alpha 0.1'
-    )
+    nxt = f'cpr ask "..." --dataset {dataset} --alpha 0.1'
+    if result.scope == "subgraph":
+        console.print(
+            "scope: each question answered inside its own subgraph; `cpr ask` refuses this "
+            f"calibration (a new question has none): `cpr calibrate {dataset} --scope graph`"
+        )
+        nxt = f"cpr eval {dataset} --scope subgraph"
+    console.print(f"calibration {result.id} written to Neo4j; next: {nxt}")

@@ -108,3 +108,15 @@ def hints_from(
     from cpr_neo4j.stages.retrieval import hint_provider
 
     return hint_provider(llm_url, llm_model, llm, parallel)
+
+
+def scope_option(default_text: str) -> Callable[[F], F]:
+    """--scope subgraph|graph (train, calibrate, eval): answer each question inside its own
+    subgraph (the paper's WebQSP/CWQ setting) or over the whole graph (what `cpr ask` does)."""
+    return click.option(
+        "--scope",
+        type=click.Choice(["subgraph", "graph"]),
+        default=None,
+        help="Search each question's own subgraph (IN_SUBGRAPH members) or the whole graph "
+        f"(`cpr ask` needs a graph-scope calibration). Default: {default_text}.",
+    )

@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from cpr_neo4j.cli.calibrate_cmd import parse_alphas
-from cpr_neo4j.cli.common import err_console, hint_options, hints_from, open_store, progress_bar
+from cpr_neo4j.cli.common import (
+    err_console,
+    hint_options,
+    hints_from,
+    open_store,
+    progress_bar,
+    scope_option,
+)
 from cpr_neo4j.conformal.report import deployed_table, exchangeability_table
 from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
 
@@ -60,6 +67,7 @@ from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
 )
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--seed", default=0, show_default=True)
+@scope_option("the model's")
 def eval_(
     dataset: str,
     alphas: str,
@@ -82,6 +90,7 @@ def eval_(
     centres: str,
     out_dir: str | None,
     seed: int,
+    scope: str | None,
 ) -> None:
     """Evaluate CPR, its ablations and the baselines on DATASET, as `cpr ask` would answer."""
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
@@ -109,6 +118,7 @@ def eval_(
         centres=tuple(float(c) for c in centres.split(",") if c.strip()),
         **({} if centre is None else {"centre": centre}),
         seed=seed,
+        scope=scope,
     )
     with open_store() as store, progress_bar() as bar:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -33,6 +34,24 @@ from cpr_neo4j.errors import BadInput
     "--bulk", is_flag=True, help="neo4j-admin import into the local server (empty database only)."
 )
 @click.option("--batch-size", default=10_000, show_default=True)
+@click.option(
+    "--as",
+    "store_as",
+    metavar="DATASET",
+    help="Store under this dataset name (e.g. a filtered or re-split copy of a known dataset).",
+)
+@click.option(
+    "--hash-split",
+    metavar="TRAIN,DEV,TEST",
+    help="Re-assign every question's split by a hash of its id, in these shares (e.g. 70,0,30):"
+    " reproducible, for sources with a single split such as the webqsp-nsm sample.",
+)
+@click.option(
+    "--answerable",
+    is_flag=True,
+    help="Keep only questions with a gold answer inside their own subgraph (else the graph); "
+    "the graph keeps every question's triples.",
+)
 def ingest(
     name: str,
     source: Path | None,
@@ -42,6 +61,9 @@ def ingest(
     strict: bool,
     bulk: bool,
     batch_size: int,
+    store_as: str | None,
+    hash_split: str | None,
+    answerable: bool,
 ) -> None:
     """Load dataset NAME (metaqa, webqsp, cwq, webqsp-nsm, or any name with --triples) into Neo4j.
 
@@ -50,6 +72,7 @@ def ingest(
     # polars and the driver: only when ingesting, not for `cpr --help`
     from cpr_neo4j.graph import ingest as writer
     from cpr_neo4j.graph.bulk import bulk_import
+    from cpr_neo4j.loaders import registry
     from cpr_neo4j.loaders.registry import load_dataset
     from cpr_neo4j.loaders.triples import load_triples
 
@@ -60,6 +83,12 @@ def ingest(
         raise BadInput("--entities and --questions need --triples")
     else:
         dataset = load_dataset(name, source, strict=strict)
+    if answerable:
+        dataset = registry.answerable_only(dataset)
+    if hash_split:
+        dataset = registry.hash_split(dataset, registry.parse_shares(hash_split))
+    if store_as:
+        dataset = replace(dataset, name=store_as)
     loaded = time.monotonic() - began
     if dataset.problems:
         err_console.print(
@@ -72,7 +101,7 @@ def ingest(
         if bulk:
             report = bulk_import(store, dataset, echo=err_console.print)
         else:
-            sizes = writer.stage_sizes(dataset)
+            sizes = {s: n for s, n in writer.stage_sizes(dataset).items() if n or s != "subgraphs"}
             with progress_bar() as bar:
                 tasks = {s: bar.add_task(s, total=n) for s, n in sizes.items()}
                 report = writer.ingest(
@@ -92,6 +121,8 @@ def ingest(
     for split, n in stored["questions"].items():
         rows.append([f"questions ({split})", src_splits.get(split, 0), n])
     rows.append(["questions without a gold answer in the graph", writer.unanswerable(dataset), ""])
+    if dataset.subgraphs is not None:
+        rows.append(["subgraph memberships (question, entity)", dataset.subgraphs.height, ""])
     rows.append(["malformed lines skipped", len(dataset.problems), ""])
     console.print(table(f"{dataset.name}: source vs Neo4j", ["", "source", "in Neo4j"], rows))
     changes = report.created_nodes + report.created_relationships

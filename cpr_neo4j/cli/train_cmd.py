@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cpr_neo4j.cli.common import console, open_store, progress_bar, table
+from cpr_neo4j.cli.common import console, open_store, progress_bar, scope_option, table
 
 
 @click.command()
@@ -56,6 +56,7 @@ from cpr_neo4j.cli.common import console, open_store, progress_bar, table
     show_default=True,
     help="CPR also pairs positives with random walks of every length (Abl.2's negatives).",
 )
+@scope_option("subgraph when the dataset has per-question subgraphs, else graph")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", default=None, help="cuda or cpu (default: cuda when present).")
 def train(
@@ -69,6 +70,7 @@ def train(
     anchor: float,
     retrieval_negatives: bool,
     random_negatives: bool,
+    scope: str | None,
     seed: int,
     device: str | None,
 ) -> None:
@@ -89,6 +91,7 @@ def train(
         random_negatives=random_negatives,
         seed=seed,
         device=device,
+        scope=scope,
     )
     with open_store() as store, progress_bar() as bar:
         task = bar.add_task("PUCT rollouts", total=None)

@@ -23,6 +23,7 @@ from cpr_neo4j.graph.columns import write_entities, write_links, write_questions
 from cpr_neo4j.graph.cypher import rel_type, statement
 from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.graph.subgraphs import membership_rows, write_subgraphs
 from cpr_neo4j.loaders.base import Dataset
 
 Progress = Callable[[str, int], None]  # (stage, rows just written)
@@ -61,6 +62,7 @@ def stage_sizes(dataset: Dataset) -> dict[str, int]:
         "questions": q.height,
         "links": int(q.get_column("topics").list.len().sum() or 0)
         + int(q.get_column("answers").list.len().sum() or 0),
+        "subgraphs": membership_rows(dataset),
     }
 
 
@@ -110,6 +112,7 @@ def ingest(
             ("questions", write_questions(store, dataset, batch_size)),
             ("links", write_links(store, dataset, "topics", batch_size)),
             ("links", write_links(store, dataset, "answers", batch_size)),
+            ("subgraphs", write_subgraphs(store, dataset, batch_size)),  # IN_SUBGRAPH
         )
     ):
         for n, counters in batches:

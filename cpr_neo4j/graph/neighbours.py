@@ -15,12 +15,25 @@ DEFAULT_FANOUT_CAP = 2000
 
 
 class Neo4jNeighbours:
-    """NeighbourSource over one dataset in Neo4j: ONE query per call, whatever the id count."""
+    """NeighbourSource over one dataset in Neo4j: ONE query per call, whatever the id count.
 
-    def __init__(self, store: GraphStore, dataset: str, fanout_cap: int = DEFAULT_FANOUT_CAP):
+    question: None searches the whole graph (`--scope graph`); a question id searches only
+    that question's own subgraph (`--scope subgraph`): entities and neighbours that are not
+    its IN_SUBGRAPH members are invisible. The filter runs in Cypher in the same round trip
+    (README, "Per-question subgraphs": faster than fetching the members and filtering here).
+    """
+
+    def __init__(
+        self,
+        store: GraphStore,
+        dataset: str,
+        fanout_cap: int = DEFAULT_FANOUT_CAP,
+        question: str | None = None,
+    ):
         self.store = store
         self.dataset = dataset
         self.fanout_cap = fanout_cap
+        self.question = question
         self.round_trips = 0
 
     def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
@@ -34,7 +47,12 @@ class Neo4jNeighbours:
             else ("adjacency_by_node", "nodes", list(nodes))
         )
         params = {key: values, "dataset": self.dataset, "cap": self.fanout_cap, "names": names}
-        row = self.store.read(name, **params)[0]
+        if self.question is not None:
+            name, params["question"] = f"{name}_subgraph", self.question
+        rows = self.store.read(name, **params)
+        if not rows:  # scoped: no such question, or none of the entities is a member
+            return Adjacency.from_groups([], [], [])
+        row = rows[0]
         return Adjacency.from_groups(row["nodes"], row["ids"], row["groups"])
 
     def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
@@ -56,12 +74,18 @@ def gold_paths(
     answers: Sequence[str],
     max_hops: int,
     max_paths: int = 8,
+    question: str | None = None,
 ) -> list[tuple[str, list[Edge]]]:
-    """Shortest topic -> gold answer paths of at most max_hops, as (start, [(step, entity)])."""
+    """Shortest topic -> gold answer paths of at most max_hops, as (start, [(step, entity)]);
+    with `question`, only paths inside that question's own subgraph (`--scope subgraph`)."""
     pairs = [{"topic": t, "answer": a} for t in topics for a in answers if a != t]
     if not pairs:
         return []
-    records = store.read("gold_paths", pairs=pairs, dataset=dataset, max_paths=max_paths)
+    params = {"pairs": pairs, "dataset": dataset, "max_paths": max_paths}
+    if question is None:
+        records = store.read("gold_paths", **params)
+    else:
+        records = store.read("gold_paths_subgraph", question=question, **params)
     out = []
     for r in records:
         if len(r["steps"]) <= max_hops:

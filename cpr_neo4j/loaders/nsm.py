@@ -2,9 +2,10 @@
 
 `{"id", "question", "entities": [topic], "answers": [{"kb_id", "text"}],
   "subgraph": {"tuples": [[head, relation, tail], ...]}}`. Ids are MIDs or literals (dates,
-numbers), taken as given. GraftNet writes items as `{"kb_id"|"rel_id", "text"}` objects
-instead of strings; both are read. NSM's integer-indexed files (which need its entities.txt
-map) are not.
+numbers), taken as given. The graph is the union of the subgraphs; Dataset.subgraphs keeps
+each question's own (its tuples' entities plus its topic entities) for `--scope subgraph`.
+GraftNet writes items as `{"kb_id"|"rel_id", "text"}` objects instead of strings; both are
+read. NSM's integer-indexed files (which need its entities.txt map) are not.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import polars as pl
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.loaders.base import (
     ENTITIES_SCHEMA,
+    SUBGRAPHS_SCHEMA,
     TRIPLES_SCHEMA,
     Dataset,
     Problem,
@@ -65,6 +67,7 @@ def load_nsm(
     tails: list[str] = []
     names: dict[str, list[str]] = {"id": [], "name": []}
     q: list[dict] = []
+    members: dict[str, list[str]] = {"question": [], "entity": []}
     problems: list[Problem] = []
 
     def named(item: object, key: str = "kb_id") -> str | None:
@@ -87,7 +90,7 @@ def load_nsm(
             if not isinstance(tuples, list):
                 problems.append(Problem(file, line, "needs 'subgraph': {'tuples': [...]}"))
                 continue
-            broken = 0
+            broken, mine = 0, []
             for t in tuples:
                 ids = (
                     [named(t[0]), _ref(t[1], "rel_id")[0], named(t[2])]
@@ -100,6 +103,7 @@ def load_nsm(
                 heads.append(ids[0])
                 rels.append(ids[1])
                 tails.append(ids[2])
+                mine += (ids[0], ids[2])
             if broken:
                 problems.append(
                     Problem(file, line, f"{broken} subgraph tuple(s) not [head, relation, tail]")
@@ -112,6 +116,9 @@ def load_nsm(
             answers = [named(a) for a in items[1]]
             if None in topics or None in answers:
                 problems.append(Problem(file, line, "a topic or answer without an id (skipped)"))
+            mine += [t for t in topics if t is not None]
+            members["entity"] += mine  # duplicates go in build_dataset
+            members["question"] += [qid] * len(mine)
             q.append(
                 {
                     "id": qid,
@@ -127,6 +134,7 @@ def load_nsm(
 
     triples = pl.DataFrame({"head": heads, "relation": rels, "tail": tails}, schema=TRIPLES_SCHEMA)
     names_frame = pl.DataFrame(names, schema=ENTITIES_SCHEMA)
+    subgraphs = pl.DataFrame(members, schema=SUBGRAPHS_SCHEMA)
     return build_dataset(
-        name, str(source), triples, questions_frame(q), problems, strict, names_frame
+        name, str(source), triples, questions_frame(q), problems, strict, names_frame, subgraphs
     )

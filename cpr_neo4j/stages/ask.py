@@ -20,8 +20,8 @@ from cpr_neo4j.model.store import scorer_for
 from cpr_neo4j.neo4j_server.browser import ask_link, ask_query
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages.calibrate import GOLD, TEXT, tau_for, why_unattainable
-from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
-from cpr_neo4j.text import mask_question
+from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
+from cpr_neo4j.text import cvt_label, is_mid, mask_question
 
 MAX_PATHS_RECORDED = 50  # answers whose best path is linked on the :Ask node (Browser view)
 
@@ -73,11 +73,16 @@ def guarantee_sentence(alpha: float, delta: float | None) -> str:
 
 
 def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
-    """`John Krasinski <-starred_actors- Away We Go -directed_by-> Sam Mendes`."""
+    """`John Krasinski <-starred_actors- Away We Go -directed_by-> Sam Mendes`; an unnamed
+    Freebase CVT between two steps reads as its type (`[regular tv appearance]`)."""
     parts = [names.get(chain[0], chain[0])]
-    for step, entity in zip(relpath, chain[1:], strict=True):
+    steps = list(relpath)
+    for i, (step, entity) in enumerate(zip(steps, chain[1:], strict=True)):
         arrow = f"-{step.relation}->" if step.forward else f"<-{step.relation}-"
-        parts += [arrow, names.get(entity, entity)]
+        name = names.get(entity, entity)
+        if i + 1 < len(steps) and name == entity and is_mid(entity):
+            name = cvt_label(step, steps[i + 1])
+        parts += [arrow, name]
     return " ".join(parts)
 
 
@@ -184,6 +189,7 @@ def open_session(
         hint_prompt=hints.prompt if hints is not None and mode != "none" else "",
     )
     check_settings(cal, wanted)
+    check_scope(cal)  # a new question has no subgraph of its own
     stale = stale_reason(
         cal.get("graph_fingerprint"), fingerprint.current(store, dataset, cal.get("graph_now"))
     )

@@ -25,6 +25,7 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH, resolve_scope
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
@@ -56,6 +57,7 @@ class CalibrationResult:
     pac_alpha_min: float | None = None
     linking: str = GOLD  # how topic entities were found: TEXT (as `cpr ask` does) or GOLD
     linking_accuracy: float = 1.0  # share of questions whose text links to the gold topics
+    scope: str = GRAPH  # retrieval inside each question's own subgraph (SUBGRAPH) or not
 
 
 def resolve_model(
@@ -97,13 +99,16 @@ def calibrate(
     delta: float | None = None,
     centre: float = DEFAULT_CENTRE,
     linking: str = AUTO,
+    scope: str | None = None,
 ) -> CalibrationResult:
+    """scope: None takes the model's (else the dataset's default, graph/subgraphs.py)."""
     model_id = resolve_model(store, dataset, model_id, hops_filter)
     config = read_config(model_id)
     meta = config["meta"]
     if meta.get("dataset") != dataset:
         raise CprError(f"model {model_id} was trained on {meta.get('dataset')!r}, not {dataset!r}")
     scorer = load_scorer(model_id)
+    scope = resolve_scope(store, dataset, scope or meta.get("scope"))
     mode = hints.mode if hints and hint_beta else "none"
     settings = RetrievalSettings(
         hops=meta["hops"],
@@ -112,6 +117,7 @@ def calibrate(
         hint_mode=mode,
         hint_beta=hint_beta if mode != "none" else 0.0,
         hint_prompt=hints.prompt if hints and mode != "none" else "",
+        scope=scope,
     )
     ids = set(meta["calibration_ids"])
     cal = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"), ids)
@@ -120,18 +126,19 @@ def calibrate(
     graph = fingerprint.current(store, dataset)
     linked = {q.id: link_text(store, dataset, q.text) for q in cal}
     accuracy = sum(set(linked[q.id][0]) == set(q.topics) for q in cal) / len(cal)
-    mode = choose_linking(linking, accuracy)
+    # no `cpr ask` runs inside a question's own subgraph: AUTO takes the dataset's topics there
+    mode = choose_linking(GOLD if scope == SUBGRAPH and linking == AUTO else linking, accuracy)
     inputs = {
         q.id: linked[q.id] if mode == TEXT else (q.topics, q.masked) for q in cal
     }  # (topic ids, masked text): what `cpr ask` would search from
     on_questions(len(cal))
     retriever = Retriever(store, dataset, scorer, settings, hints)
     scorer.questions([m for t, m in inputs.values() if t])  # one embedding batch
-    retriever.prefetch([(m, t) for t, m in inputs.values()])  # hints: one LLM batch
+    retriever.prefetch([(m, t, qid) for qid, (t, m) in inputs.items()])  # hints: one batch
     scores = []
     for q in cal:
         topics, masked = inputs[q.id]
-        costs = retriever.run(masked, topics, q.text).answer_costs() if topics else {}
+        costs = retriever.run(masked, topics, q.text, q.id).answer_costs() if topics else {}
         scores.append(nonconformity(centred(costs, centre), q.answers))
         tick()
     scores_arr = np.sort(np.asarray(scores, dtype=float))
@@ -169,6 +176,7 @@ def calibrate(
             "centre": centre,
             "linking": mode,
             "linking_accuracy": accuracy,
+            "scope": scope,
             "graph_fingerprint": graph,
             "settings": settings.key(),
             "hint_mode": settings.hint_mode,
@@ -196,6 +204,7 @@ def calibrate(
         pac_alpha_min,
         mode,
         accuracy,
+        scope,
     )
 
 

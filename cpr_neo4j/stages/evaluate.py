@@ -6,6 +6,9 @@ of the evaluation split is answered with that one tau, with gold topic entities 
 `cpr ask --entity` would). Second view (conformal.evaluate): the calibration share and
 the evaluation split pooled and re-split at random.
 
+Scope: `subgraph` answers every question (calibration share and evaluation split alike)
+inside its own subgraph, `graph` over the whole graph; default: the model's.
+
 Evaluation split: `test`, or `inner-dev`, the share of the training split that training
 and calibration never saw (the model records its ids): every default is chosen there.
 
@@ -37,6 +40,7 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH, resolve_scope
 from cpr_neo4j.model.encoder import TextEncoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer, read_config
@@ -86,6 +90,7 @@ class EvalSettings:
     centre: float = DEFAULT_CENTRE  # as `cpr calibrate` scores (conformal.threshold.centred)
     centres: tuple[float, ...] = (1.0,)  # extra rows: CPR's costs centred so (1 = margin)
     seed: int = 0
+    scope: str | None = None  # "subgraph" | "graph"; None: the model's
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -106,7 +111,10 @@ CPR_ONLY = ("negatives", "retrieval_negatives", "random_negatives")  # Abl.2 ign
 
 
 def _ablation_settings(meta: dict) -> dict:
-    return {k: v for k, v in meta["settings"].items() if k not in CPR_ONLY}
+    """Settings an Abl.2 model must share with CPR's; the scope as trained (models made
+    before scopes existed searched the whole graph)."""
+    out = {k: v for k, v in meta["settings"].items() if k not in (*CPR_ONLY, "scope")}
+    return {**out, "scope": meta.get("scope", GRAPH)}
 
 
 def _config_or_none(model_id: str) -> dict | None:
@@ -133,7 +141,12 @@ def _abl2(store: GraphStore, cpr_meta: dict, say: Callable[[str], None]) -> str:
         if same_shares and _ablation_settings(meta) == _ablation_settings(cpr_meta):
             return found["id"]
     say("Abl.2: no w/o-PUCT model with CPR's calibration share; training one now")
-    result = train(store, replace(TrainSettings(**cpr_meta["settings"]), negatives="random"))
+    settings = replace(
+        TrainSettings(**cpr_meta["settings"]),
+        negatives="random",
+        scope=cpr_meta.get("scope", GRAPH),
+    )
+    result = train(store, settings)
     return result.model_id
 
 
@@ -179,9 +192,8 @@ def _records(
 ) -> list[QuestionRecord]:
     out = []
     for q in qs:
-        out.append(
-            record_from_retrieval(q.id, q.answers, retriever.run(q.masked, q.topics, q.text))
-        )
+        found = retriever.run(q.masked, q.topics, q.text, q.id)
+        out.append(record_from_retrieval(q.id, q.answers, found))
         tick()
     return out
 
@@ -205,6 +217,7 @@ def run(
         s.notes.append(f"model {model_id} is not a CPR (PUCT) model: its rows are labelled CPR")
     cal_qs, test_qs = questions(store, s, meta)
     everyone = cal_qs + test_qs
+    scope = resolve_scope(store, s.dataset, s.scope or meta.get("scope"))
     settings = RetrievalSettings(
         hops=meta["hops"],
         beam_width=s.beam_width,
@@ -212,9 +225,19 @@ def run(
         hint_mode=s.hint_mode,
         hint_beta=s.hint_beta if s.hint_mode != "none" else 0.0,
         hint_prompt=s.hints.prompt if s.hints is not None and s.hint_mode != "none" else "",
+        scope=scope,
     )
-    # One neighbour cache for the whole run: every method and question shares it.
+    # One neighbour cache for the whole run: every method and question shares it (under
+    # SUBGRAPH scope one cache per question, every method sharing it).
     source = CachedNeighbours(Neo4jNeighbours(store, s.dataset, settings.fanout_cap))
+    per_question: dict[str, CachedNeighbours] = {}
+
+    def source_for(qid: str) -> CachedNeighbours:
+        if qid not in per_question:
+            scoped = Neo4jNeighbours(store, s.dataset, settings.fanout_cap, question=qid)
+            per_question[qid] = CachedNeighbours(scoped)
+        return per_question[qid]
+
     encoder = TextEncoder()
     step = progress or (lambda name, n: lambda: None)
     cal_by: dict[str, list[QuestionRecord]] = {}
@@ -222,9 +245,9 @@ def run(
     used: dict[str, str] = {}
     for method in s.methods:
         scorer, used[METHODS[method]] = _scorer(store, method, meta, encoder, say)
-        retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source=source)
+        retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source, source_for)
         scorer.questions([q.masked for q in everyone])
-        retriever.prefetch([(q.masked, q.topics) for q in everyone])  # hints: one LLM batch
+        retriever.prefetch([(q.masked, q.topics, q.id) for q in everyone])  # hints: one batch
         tick = step(METHODS[method], len(everyone))
         cal_raw, test_raw = _records(retriever, cal_qs, tick), _records(retriever, test_qs, tick)
         # every method's row scores as `cpr calibrate` does (costs centred by s.centre); the
@@ -237,7 +260,11 @@ def run(
     cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
     hint_rows = {m: s.hint_mode for m in cal_by}
     headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta)
-    if s.hop_level:
+    if s.hop_level and scope == SUBGRAPH:
+        headline.notes.append(
+            "hop-level baselines search the whole graph: not run with --scope subgraph"
+        )
+    elif s.hop_level:
         _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, step)
     pooled_in = {m: cal_by[m] + test_by[m] for m in cal_by}
     pooled = evaluate(
@@ -252,6 +279,7 @@ def run(
     setting = (
         f"model {model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
         f"H = {meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}, "
+        f"scope: {scope}, "
         f"costs centred by {s.centre:g} x the best; "
         f"models per method: " + ", ".join(f"{m} = {i}" for m, i in used.items())
     )

@@ -5,14 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cpr_neo4j.config import cpr_home
-from cpr_neo4j.errors import BadInput
+from cpr_neo4j.errors import BadInput, Conflict
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import NeighbourSource
 from cpr_neo4j.search.hints import (
@@ -40,12 +41,26 @@ class RetrievalSettings:
     hint_beta: float = 0.0
     candidates: str = "sequences retained at every hop 1..H"
     hint_prompt: str = ""  # the hint prompt's version ("" without hints)
+    scope: str = GRAPH  # SUBGRAPH: each question inside its own subgraph (graph/subgraphs.py)
 
     def key(self) -> dict:
         key = asdict(self)
         if not self.hint_prompt:
             del key["hint_prompt"]  # calibration ids made before it existed stay the same
+        if self.scope == GRAPH:
+            del key["scope"]  # likewise
         return key
+
+
+def check_scope(cal: dict) -> None:
+    """`cpr ask` / `cpr serve` answer a new question, which has no subgraph of its own: a
+    calibration made inside per-question subgraphs does not cover that retrieval."""
+    if (cal.get("scope") or GRAPH) == SUBGRAPH:
+        raise Conflict(
+            f"calibration {cal.get('id')} answered each question inside its own subgraph "
+            "(--scope subgraph), which a new question does not have: run `cpr calibrate "
+            f"{cal.get('dataset')} --scope graph` to calibrate retrieval over the whole graph"
+        )
 
 
 def hint_cache_path(model: str) -> Path:
@@ -80,8 +95,16 @@ def hint_provider(
     return OpenAIHints(llm_url, model, cache_path=hint_cache_path(model), parallel=parallel)
 
 
+SourceFor = Callable[[str], NeighbourSource]  # question id -> its scoped NeighbourSource
+
+
 class Retriever:
-    """TreeG for one dataset with one scorer, hint provider and settings."""
+    """TreeG for one dataset with one scorer, hint provider and settings.
+
+    settings.scope GRAPH: every question searches `source` (default: the whole graph).
+    SUBGRAPH: each question searches only its own subgraph, through `source_for(question id)`
+    (default: a Neo4jNeighbours scoped to it); `run` then needs the question id.
+    """
 
     def __init__(
         self,
@@ -91,22 +114,38 @@ class Retriever:
         settings: RetrievalSettings,
         hints: HintProvider | None = None,
         source: NeighbourSource | None = None,
+        source_for: SourceFor | None = None,
     ):
         self.dataset = dataset
         self.scorer = scorer
         self.settings = settings
         self.hints = hints or NoHints()
         self.source = source or Neo4jNeighbours(store, dataset, settings.fanout_cap)
+        self.source_for = source_for or (
+            lambda qid: Neo4jNeighbours(store, dataset, settings.fanout_cap, question=qid)
+        )
 
-    def hint_relations(self, topics: Sequence[str]) -> list[str]:
+    def scoped(self, question: str | None) -> NeighbourSource:
+        """The source one question searches (its own subgraph under SUBGRAPH scope)."""
+        if self.settings.scope != SUBGRAPH:
+            return self.source
+        if question is None:
+            raise Conflict(
+                "retrieval scope 'subgraph' needs the question's id (its own subgraph); "
+                "a new question has none: use --scope graph"
+            )
+        return self.source_for(question)
+
+    def hint_relations(self, topics: Sequence[str], question: str | None = None) -> list[str]:
         """Relation types within H hops of the topic entities (beyond hop 1, of the first
         HINT_FRONTIER entities by id), so the hint LLM can only name real relations."""
         found: set[str] = set()
         frontier, seen = list(dict.fromkeys(topics)), set(topics)
+        source = self.scoped(question)
         for hop in range(self.settings.hops):
             if not frontier:
                 break
-            edges = self.source.neighbours(frontier)
+            edges = source.neighbours(frontier)
             found |= {step.relation for out in edges.values() for step, _ in out}
             if hop + 1 == self.settings.hops:
                 break
@@ -115,27 +154,42 @@ class Retriever:
             frontier = nxt
         return sorted(found)
 
-    def prefetch(self, questions: Sequence[tuple[str, Sequence[str]]]) -> None:
-        """Ask the hint LLM for many (masked question, topics) in one batch up front."""
+    def prefetch(self, questions: Sequence[tuple]) -> None:
+        """Ask the hint LLM for many (masked question, topics[, question id]) in one batch up
+        front (the id scopes the relations offered under SUBGRAPH scope)."""
         if self.settings.hint_beta:
             s = self.settings
-            items = [(m, self.hint_relations(t), s.hops) for m, t in questions if t]
+            items = [
+                (q[0], self.hint_relations(q[1], q[2] if len(q) > 2 else None), s.hops)
+                for q in questions
+                if q[1]
+            ]
             self.hints.prefetch(items)
 
-    def run(self, masked_question: str, topics: list[str], text: str | None = None) -> Retrieval:
+    def run(
+        self,
+        masked_question: str,
+        topics: list[str],
+        text: str | None = None,
+        question: str | None = None,
+    ) -> Retrieval:
         """TreeG for one question. The hint LLM reads the masked question (the entity is
         ENT) and the relations around the topics: its reply depends on the question's form
         and the graph, not the name, and MetaQA's masked prompts repeat (cache hits).
-        `text` (unmasked) is accepted for callers that have it; hints do not use it."""
+        `text` (unmasked) is accepted for callers that have it; hints do not use it.
+        `question`: the dataset's question id, needed under SUBGRAPH scope."""
         s = self.settings
+        source = self.scoped(question)
         bonus = None
         if s.hint_beta and topics:
-            chains = self.hints.hints(masked_question, self.hint_relations(topics), s.hops)
+            chains = self.hints.hints(
+                masked_question, self.hint_relations(topics, question), s.hops
+            )
             if chains:
                 bonus = hint_bonus(self.scorer, self.scorer.relation_text, chains)
         ctx = self.scorer.question(masked_question)
         return retrieve(
-            self.source,
+            source,
             self.scorer,
             ctx,
             topics,

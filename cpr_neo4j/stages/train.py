@@ -7,7 +7,10 @@ Choices (recorded in the model's config):
   `cpr eval --split inner-dev` answers it, and every default is chosen there, never on test;
 - a further 10% of the training questions is held out to report pairwise accuracy;
 - at most `max_questions` training questions are rolled out: MetaQA's questions collapse to
-  a few hundred templates, so more mostly repeats the same pairs.
+  a few hundred templates, so more mostly repeats the same pairs;
+- scope: with per-question subgraphs (graph/subgraphs.py) each question's rollouts, gold
+  paths and TreeG negatives see only its own subgraph (`--scope subgraph`, the default
+  there), else the whole graph.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours, gold_paths
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.graph.subgraphs import GRAPH, resolve_scope
 from cpr_neo4j.model.encoder import TextEncoder, step_text
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import save_scorer
@@ -54,6 +58,7 @@ class TrainSettings:
     seed: int = 0
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
+    scope: str | None = None  # "subgraph" | "graph"; None: subgraph when the dataset has them
 
 
 @dataclass
@@ -63,8 +68,11 @@ class TrainResult:
     figures: dict
 
 
-def _gold(store: GraphStore, dataset: str, q: qsel.Question, depth: int) -> list[EntityPath]:
-    paths = gold_paths(store, dataset, q.topics, q.answers, depth)
+def _gold(
+    store: GraphStore, dataset: str, q: qsel.Question, depth: int, scoped: bool
+) -> list[EntityPath]:
+    scope = q.id if scoped else None
+    paths = gold_paths(store, dataset, q.topics, q.answers, depth, question=scope)
     return [
         EntityPath(start, tuple(s for s, _ in edges), tuple(e for _, e in edges))
         for start, edges in paths
@@ -94,10 +102,12 @@ def collect(
     qs: list[qsel.Question],
     depth: int,
     tick: Callable[[], None],
+    scope: str = GRAPH,
 ) -> tuple[list, dict]:
-    source = Neo4jNeighbours(store, s.dataset, s.fanout_cap)
+    whole = Neo4jNeighbours(store, s.dataset, s.fanout_cap)
+    scoped = scope != GRAPH
     collector = PuctCollector(
-        source,
+        whole,
         scorer,
         priors,
         c_puct=s.c_puct,
@@ -110,7 +120,10 @@ def collect(
     pairs: list[PathPair] = []
     stats = {"rollouts": 0, "round_trips": 0, "gold_queries": 0, "rollout_successes": 0}
     for q in qs:
-        gold = _gold(store, s.dataset, q, depth)
+        # the question's own subgraph, when scoped: the collector reads `source` per question
+        source = Neo4jNeighbours(store, s.dataset, s.fanout_cap, question=q.id) if scoped else whole
+        collector.source = source
+        gold = _gold(store, s.dataset, q, depth, scoped)
         stats["gold_queries"] += 1
         pairs += collector.collect(q.topics, q.answers, q.masked, depth, gold, q.id)
         if s.retrieval_negatives and s.negatives == "puct":
@@ -145,13 +158,14 @@ def train(
     fit, held = qsel.split_off(rest, s.heldout_share, s.seed + 1)
     on_questions(len(rest))
 
+    scope = resolve_scope(store, s.dataset, s.scope)
     relation_text = records.relation_text(store, s.dataset)
     encoder = TextEncoder(device=s.device)
     vsem = PathScorer(encoder, relation_text, device=s.device)
     priors = RelationPriors()
     t0 = time.perf_counter()
-    fit_pairs, fit_stats = collect(store, s, vsem, priors, fit, depth, tick)
-    held_pairs, _ = collect(store, s, vsem, priors, held, depth, tick)
+    fit_pairs, fit_stats = collect(store, s, vsem, priors, fit, depth, tick, scope)
+    held_pairs, _ = collect(store, s, vsem, priors, held, depth, tick, scope)
     collect_seconds = time.perf_counter() - t0
     if s.negatives == "puct":  # Abl.2 has no rollouts: its priors stay uniform, unsaved
         records.save_priors(store, s.dataset, priors.to_dict())
@@ -191,6 +205,7 @@ def train(
         "split": split,
         "hops": depth,
         "hops_filter": s.hops,
+        "scope": scope,
         "settings": asdict(s),
         "figures": figures,
         "priors": priors.to_dict(),
@@ -209,6 +224,7 @@ def train(
             "hops": depth,
             "hops_filter": s.hops or records.ALL_HOPS,
             "negatives": s.negatives,
+            "scope": scope,
             "created": datetime.now(timezone.utc).isoformat(),
             "path": str(folder),
             "encoder": encoder.model_name,
