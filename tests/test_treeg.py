@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.base import Edge, InMemoryGraph, RelPath, Step
+from cpr_neo4j.search.frontier import DictAdjacency
 from cpr_neo4j.search.treeg import Retrieval, retrieve, retrieve_naive
 
 
@@ -193,3 +195,28 @@ def test_missing_topic_and_bad_args():
     assert r.answer_costs() == {} and r.per_hop == [[], []]
     with pytest.raises(ValueError):
         retrieve(InMemoryGraph(MOVIES), TableScorer({}), None, ["tom"], 0)
+
+
+class ColumnGraph(InMemoryGraph):
+    """An in-memory graph that also answers TreeG's columnar `adjacency` (by id or code)."""
+
+    def __init__(self, triples):
+        super().__init__(triples)
+        self._columns = DictAdjacency(super().neighbours)
+
+    def adjacency(self, ids, nodes, names):
+        return self._columns.adjacency(ids, nodes, names)
+
+
+def test_cross_question_cache_gives_the_same_retrieval_with_fewer_round_trips():
+    plain, cached = ColumnGraph(MOVIES), CachedAdjacency(ColumnGraph(MOVIES))
+    for topic in ["tom", "drama", "d1", "ghost", "tom"]:
+        want = retrieve(plain, TableScorer(MOVIE_COSTS), None, [topic], 3)
+        got = retrieve(cached, TableScorer(MOVIE_COSTS), None, [topic], 3)
+        assert got.per_hop == want.per_hop
+    assert cached.round_trips < plain.round_trips
+    trips = cached.round_trips
+    again = retrieve(cached, TableScorer(MOVIE_COSTS), None, ["tom"], 3)
+    assert cached.round_trips == trips and again.round_trips == 0  # all cached
+    ids = ["tom", "m1", "ghost", "drama"]
+    assert cached.neighbours(ids) == plain.neighbours(ids)

@@ -35,7 +35,8 @@ hops are not lost. Calibration and test must use the same rule (they call this f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -68,11 +69,48 @@ class Scorer(Protocol):
         ...
 
 
+class Ends(Mapping[str, "str | None"]):
+    """A candidate's end entity -> predecessor, kept as node columns and named on first use:
+    most of a retrieval's candidates are never read entity by entity (answer costs and
+    witnesses use the columns), and naming them all was a fifth of a 3-hop retrieval."""
+
+    __slots__ = ("nodes", "preds", "names", "_named")
+
+    def __init__(self, nodes: np.ndarray, preds: np.ndarray, names: Mapping[int, str]):
+        self.nodes, self.preds, self.names = nodes, preds, names
+        self._named: dict[str, str | None] | None = None
+
+    def _dict(self) -> dict[str, str | None]:
+        if self._named is None:
+            names = self.names
+            try:  # in id order, as the string-set version built them
+                pairs = sorted(
+                    (names[v], names[p])
+                    for v, p in zip(self.nodes.tolist(), self.preds.tolist(), strict=True)
+                )
+            except KeyError as exc:  # a node vanished between two hops' round trips
+                raise RuntimeError(f"the graph changed during retrieval (node {exc})") from exc
+            self._named = dict(pairs)
+        return self._named
+
+    def __getitem__(self, entity: str) -> str | None:
+        return self._dict()[entity]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def pred_node(self, node: int) -> int:
+        return int(self.preds[np.flatnonzero(self.nodes == node)[0]])
+
+
 @dataclass(frozen=True)
 class Candidate:
     path: RelPath
     cost: float  # V' = V - hint_beta * bonus; the number calibration and answer sets use
-    ends: dict[str, str | None]  # end entity -> its predecessor (None only at hop 0)
+    ends: Mapping[str, str | None]  # end entity -> its predecessor (None only at hop 0)
 
 
 @dataclass
@@ -83,18 +121,41 @@ class Retrieval:
     _index: dict[RelPath, Candidate] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _node_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def candidates(self) -> list[Candidate]:
         return [c for hop in self.per_hop for c in hop]
 
     def answer_costs(self) -> dict[str, float]:
         """Entity -> min cost over candidates ending there (topics never appear)."""
+        cands = self.candidates()
+        if cands and all(isinstance(c.ends, Ends) for c in cands):
+            return self._answer_costs_by_node(cands)
         best: dict[str, float] = {}
         topics = set(self.topics)
-        for c in self.candidates():
+        for c in cands:
             for e in c.ends:
                 if e not in topics and c.cost < best.get(e, math.inf):
                     best[e] = c.cost
+        return best
+
+    def _answer_costs_by_node(self, cands: list[Candidate]) -> dict[str, float]:
+        """answer_costs over node columns; keeps the end nodes' names for `witness`."""
+        ends = [c.ends for c in cands]
+        nodes = np.concatenate([e.nodes for e in ends])  # type: ignore[attr-defined]
+        costs = np.repeat([c.cost for c in cands], [len(e) for e in ends])
+        order = np.lexsort((costs, nodes))
+        nodes, costs = nodes[order], costs[order]
+        first = np.ones(len(nodes), dtype=bool)
+        first[1:] = nodes[1:] != nodes[:-1]
+        names = ends[0].names  # type: ignore[attr-defined]
+        topics = set(self.topics)
+        best: dict[str, float] = {}
+        for n, c in zip(nodes[first].tolist(), costs[first].tolist(), strict=True):
+            name = names[n]
+            self._node_of[name] = n
+            if name not in topics:
+                best[name] = c
         return best
 
     def ranked_answers(self) -> list[tuple[str, float]]:
@@ -107,7 +168,12 @@ class Retrieval:
 
     def witness(self, entity: str) -> tuple[RelPath, list[str], float]:
         """Best candidate reaching `entity`: (relation path, entity ids e0..eL, cost)."""
-        reaching = [c for c in self.candidates() if entity in c.ends]
+        cands = self.candidates()
+        node = self._node_of.get(entity) if cands and isinstance(cands[0].ends, Ends) else None
+        if node is not None:
+            reaching = [c for c in cands if (c.ends.nodes == node).any()]  # type: ignore[attr-defined]
+        else:
+            reaching = [c for c in cands if entity in c.ends]
         if not reaching:
             raise KeyError(f"entity {entity!r} is not reached by any candidate path")
         best = min(reaching, key=lambda c: (c.cost, len(c.path), c.path))
@@ -117,6 +183,12 @@ class Retrieval:
         """Entity ids e0..eL of `candidate`'s recorded path to `entity` (one of its ends)."""
         if not self._index:
             self._index.update((c.path, c) for c in self.candidates())
+        node = self._node_of.get(entity)
+        if node is not None and isinstance(candidate.ends, Ends):
+            nodes = [node]
+            for t in range(len(candidate.path), 0, -1):
+                nodes.append(self._index[candidate.path[:t]].ends.pred_node(nodes[-1]))  # type: ignore[attr-defined]
+            return [candidate.ends.names[n] for n in reversed(nodes)]
         chain = [entity]
         for t in range(len(candidate.path), 0, -1):  # walk predecessors back to the topic
             pred = self._index[candidate.path[:t]].ends[chain[-1]]
@@ -204,7 +276,7 @@ def _retrieve(
         raise ValueError("hops, beam_width and active must be >= 1")
     topics = list(dict.fromkeys(topics))
     trips0 = source.round_trips
-    names: dict[int, str] = {}  # node -> entity id, filled as round trips name them
+    named: list[Mapping[int, str]] = []  # node -> entity id, as round trips name them
     topic_nodes = np.zeros(0, dtype=np.int64)
     frontier: list[NodeBeam] = []
     per_hop: list[list[Kept]] = []
@@ -216,8 +288,7 @@ def _retrieve(
             frontier = [node_root(topic_nodes)] if len(topic_nodes) else []
         elif frontier:
             adj = fetch([], np.unique(np.concatenate([b.ends for b in frontier])).tolist(), last)
-        names.update(adj.frontier)
-        names.update(adj.names)
+        named += [adj.frontier, adj.names]  # a cache may hand over its whole map: no copy
         children = expand_nodes(frontier, adj, topic_nodes) if frontier else None
         if children is None or not children.paths:
             per_hop.append([])
@@ -242,6 +313,7 @@ def _retrieve(
                 for i, b in zip(kept, frontier, strict=True)
             ]
         )
+    names = ChainMap(*reversed(named))  # the latest hop's names first
     return Retrieval(
         topics,
         [[_candidate(k, names) for k in hop] for hop in per_hop],
@@ -249,16 +321,9 @@ def _retrieve(
     )
 
 
-def _candidate(kept: Kept, names: dict[int, str]) -> Candidate:
-    """Ends keyed by entity id in id order, as the string-set version built them."""
+def _candidate(kept: Kept, names: Mapping[int, str]) -> Candidate:
     path, cost, ends, preds = kept
-    try:
-        pairs = sorted(
-            (names[v], names[p]) for v, p in zip(ends.tolist(), preds.tolist(), strict=True)
-        )
-    except KeyError as exc:  # a node vanished between two hops' round trips
-        raise RuntimeError(f"the graph changed during retrieval (node {exc} unnamed)") from exc
-    return Candidate(path, cost, dict(pairs))
+    return Candidate(path, cost, Ends(ends, preds, names))
 
 
 def _costs(

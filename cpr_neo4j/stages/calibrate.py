@@ -24,9 +24,11 @@ from cpr_neo4j.conformal.threshold import (
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.linking import link
+from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH, resolve_scope
 from cpr_neo4j.model.store import load_scorer, read_config
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
@@ -132,7 +134,9 @@ def calibrate(
         q.id: linked[q.id] if mode == TEXT else (q.topics, q.masked) for q in cal
     }  # (topic ids, masked text): what `cpr ask` would search from
     on_questions(len(cal))
-    retriever = Retriever(store, dataset, scorer, settings, hints)
+    # one neighbour cache across the calibration questions: they share hubs
+    shared = CachedAdjacency(Neo4jNeighbours(store, dataset, settings.fanout_cap))
+    retriever = Retriever(store, dataset, scorer, settings, hints, shared)
     scorer.questions([m for t, m in inputs.values() if t])  # one embedding batch
     retriever.prefetch([(m, t, qid) for qid, (t, m) in inputs.items()])  # hints: one batch
     scores = []

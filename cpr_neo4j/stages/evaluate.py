@@ -44,7 +44,7 @@ from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH, resolve_scope
 from cpr_neo4j.model.encoder import TextEncoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer, read_config
-from cpr_neo4j.search.base import CachedNeighbours
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import DEFAULT_CENTRE, resolve_model
@@ -229,13 +229,13 @@ def run(
     )
     # One neighbour cache for the whole run: every method and question shares it (under
     # SUBGRAPH scope one cache per question, every method sharing it).
-    source = CachedNeighbours(Neo4jNeighbours(store, s.dataset, settings.fanout_cap))
-    per_question: dict[str, CachedNeighbours] = {}
+    source = CachedAdjacency(Neo4jNeighbours(store, s.dataset, settings.fanout_cap))
+    per_question: dict[str, CachedAdjacency] = {}
 
-    def source_for(qid: str) -> CachedNeighbours:
+    def source_for(qid: str) -> CachedAdjacency:
         if qid not in per_question:
             scoped = Neo4jNeighbours(store, s.dataset, settings.fanout_cap, question=qid)
-            per_question[qid] = CachedNeighbours(scoped)
+            per_question[qid] = CachedAdjacency(scoped)
         return per_question[qid]
 
     encoder = TextEncoder()
@@ -299,7 +299,7 @@ def _add_hop_level(
     test_qs: list[qsel.Question],
     meta: dict,
     encoder: TextEncoder,
-    source: CachedNeighbours,
+    source: CachedAdjacency,
     step: Progress,
 ) -> None:
     """UaG-style rows: per-hop V_sem thresholds from the calibration share, open expansion."""

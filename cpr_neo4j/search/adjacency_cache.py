@@ -1,0 +1,119 @@
+"""Neighbour rows kept across questions, in TreeG's columnar form.
+
+Evaluation and calibration run thousands of questions (and several methods) over the same
+hubs. `CachedNeighbours` keeps dict rows, which TreeG then recodes edge by edge in Python
+on every call (most of a 3-hop evaluation's time); this cache keeps each entity's edges as
+integer arrays by node id, so a cached hop is a few numpy concatenations and no round trip.
+It answers both APIs: `adjacency` (TreeG) and `neighbours` (PUCT, open expansion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from cpr_neo4j.search.base import Edge, Step
+from cpr_neo4j.search.frontier import Adjacency
+from cpr_neo4j.search.treeg import AdjacencySource
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class CachedAdjacency:
+    """Same answers as `source` (ids missing from the graph stay missing), fewer round trips.
+
+    Rows are fetched with neighbour ids (names=True) once, so any later hop can name them.
+    Memory grows with the entities seen (a few hundred bytes each); `max_entities` bounds it.
+    """
+
+    def __init__(self, source: AdjacencySource, max_entities: int = 2_000_000):
+        self.source = source
+        self.max_entities = max_entities
+        self._steps: list[Step] = []
+        self._code: dict[Step, int] = {}
+        self._node: dict[str, int] = {}  # entity id -> node id
+        self._id: dict[int, str] = {}  # node id -> entity id
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> (steps, dst)
+        self._absent: set[str] = set()  # ids the graph does not have
+        self._edges: dict[int, list[Edge]] = {}  # node -> its rows in the dict form
+
+    @property
+    def round_trips(self) -> int:
+        return self.source.round_trips
+
+    def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
+        found = self._resolve(ids, nodes)
+        steps = [self._rows[n][0] for n in found]
+        dsts = [self._rows[n][1] for n in found]
+        counts = [len(d) for d in dsts]
+        code = np.concatenate(steps) if steps else _EMPTY
+        dst = np.concatenate(dsts) if dsts else _EMPTY
+        used = np.unique(code)
+        order = sorted(range(len(used)), key=lambda i: self._steps[used[i]])
+        local = np.empty(len(self._steps), dtype=np.int64)  # global code -> sorted local code
+        local[used[order]] = np.arange(len(used))
+        return Adjacency(
+            {n: self._id[n] for n in found},
+            [self._steps[used[i]] for i in order],
+            np.repeat(np.asarray(found, dtype=np.int64), counts),
+            local[code] if len(code) else _EMPTY,
+            dst,
+            self._id if names else {},  # every entity named so far: a superset, not copied
+        )
+
+    def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
+        out = {}
+        for n in self._resolve(ids, []):
+            code, dst = self._rows[n]
+            edges = [
+                (self._steps[k], self._id[v])
+                for k, v in zip(code.tolist(), dst.tolist(), strict=True)
+            ]
+            if edges:
+                out[self._id[n]] = sorted(edges)
+        return out
+
+    def _resolve(self, ids: Sequence[str], nodes: Sequence[int]) -> list[int]:
+        """Node ids of the entities asked for that the graph has (in order, once each),
+        fetching the rows not cached yet: by node id when known, else by entity id."""
+        wanted = [self._node.get(i, i) for i in dict.fromkeys(ids) if i not in self._absent]
+        wanted += list(nodes)
+        by_id = [i for i in wanted if isinstance(i, str)]
+        by_node = [n for n in dict.fromkeys(wanted) if isinstance(n, int) and n not in self._rows]
+        if len(self._rows) + len(by_id) + len(by_node) > self.max_entities:
+            self._rows.clear()  # rare: drop everything rather than track recency
+            self._edges.clear()
+            by_node = [n for n in dict.fromkeys(wanted) if isinstance(n, int)]
+        if by_id:
+            self._store(self.source.adjacency(by_id, [], True))
+            self._absent.update(i for i in by_id if i not in self._node)
+        if by_node:
+            self._store(self.source.adjacency([], by_node, True))
+        out = (self._node.get(w) if isinstance(w, str) else w for w in wanted)
+        return [n for n in dict.fromkeys(out) if n is not None and n in self._rows]
+
+    def _store(self, adj: Adjacency) -> None:
+        for n, i in adj.frontier.items():
+            self._node[i], self._id[n] = n, i
+        for v, i in adj.names.items():
+            self._node.setdefault(i, v)
+            self._id.setdefault(v, i)
+        codes = np.array([self._code_of(s) for s in adj.steps], dtype=np.int64)
+        order = np.argsort(adj.src, kind="stable")
+        src, dst = adj.src[order], adj.dst[order]
+        code = codes[adj.step[order]] if len(codes) else _EMPTY
+        keys, first = np.unique(src, return_index=True)
+        bounds = np.append(first, len(src))
+        for k, n in enumerate(keys.tolist()):
+            rows = slice(bounds[k], bounds[k + 1])
+            self._rows[n] = (code[rows], dst[rows])
+        for n in adj.frontier:  # entities without edges: cached as such
+            self._rows.setdefault(n, (_EMPTY, _EMPTY))
+
+    def _code_of(self, step: Step) -> int:
+        code = self._code.get(step)
+        if code is None:
+            code = self._code[step] = len(self._steps)
+            self._steps.append(step)
+        return code
