@@ -12,7 +12,8 @@ machine hits both alike:
   cypher/neighbours.cypher, Python sets of entity ids);
 - `naive`: the current TreeG querying one entity per round trip.
 
-Uses the newest CPR model trained at that depth, else V_sem.
+Uses the newest CPR model trained at that depth, else V_sem. bench/scale.py reuses
+scorer_for, one and latencies on scaled copies of the graph.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
+from neo4j.exceptions import Neo4jError
 
 from cpr_neo4j.conformal.threshold import answer_set
 from cpr_neo4j.graph import records
@@ -121,21 +123,59 @@ VARIANTS: dict[str, tuple[type, Run]] = {
 }
 
 
-def scorer_for(store: GraphStore, hops: int, encoder: TextEncoder) -> tuple[PathScorer, str]:
-    model = records.latest_model(store, DATASET, negatives="puct", hops_filter=hops)
+def scorer_for(
+    store: GraphStore, hops: int, encoder: TextEncoder, dataset: str = DATASET
+) -> tuple[PathScorer, str]:
+    model = records.latest_model(store, dataset, negatives="puct", hops_filter=hops)
     if model:
         return load_scorer(model["id"], encoder), model["id"]
-    return PathScorer(encoder, records.relation_text(store, DATASET)), "V_sem (no model trained)"
+    return PathScorer(encoder, records.relation_text(store, dataset)), "V_sem (no model trained)"
 
 
-def one(store, scorer, q, hops: int, variant: str) -> tuple[float, int]:
+def one(
+    store: GraphStore,
+    scorer: PathScorer,
+    q: qsel.Question,
+    hops: int,
+    variant: str,
+    dataset: str = DATASET,
+) -> tuple[float, int]:
     """(latency ms, round trips) of one question with a cold neighbour source."""
     cls, fn = VARIANTS[variant]
-    source = cls(store, DATASET)
+    source = cls(store, dataset)
     began = time.perf_counter()
     r = fn(source, scorer, scorer.question(q.masked), q.topics, hops)
     answer_set(r.answer_costs(), 0.0)
     return (time.perf_counter() - began) * 1000, source.round_trips
+
+
+def latencies(
+    store: GraphStore,
+    scorer: PathScorer,
+    qs: list[qsel.Question],
+    hops: int,
+    dataset: str = DATASET,
+    warmup: int = 10,
+    failed: list[tuple[str, str]] | None = None,
+) -> list[float]:
+    """Per-question latency (ms) of the current TreeG + answer set, after `warmup` questions
+    (path embeddings, query plans, JIT); question embeddings are cached first, as here.
+    With `failed`, a question whose query the server refuses (e.g. out of transaction memory)
+    is listed there as (id, error code) instead of ending the run."""
+    scorer.questions([q.masked for q in qs])
+    out = []
+    for k, q in enumerate([*qs[:warmup], *qs]):
+        try:
+            ms = one(store, scorer, q, hops, "new", dataset)[0]
+        except Neo4jError as exc:
+            if failed is None:
+                raise
+            if k >= warmup:
+                failed.append((q.id, str(exc.code)))
+            continue
+        if k >= warmup:
+            out.append(ms)
+    return out
 
 
 def pct(values: list[float], p: float) -> float:

@@ -50,6 +50,7 @@ def test_lifecycle(tmp_path, neo4j_settings):
     conf = (home / "neo4j" / "conf" / "neo4j.conf").read_text()
     assert "server.default_listen_address=127.0.0.1" in conf
     assert "dbms.security.auth_enabled=true" in conf
+    assert "server.memory.heap.max_size=" in conf and "server.memory.pagecache.size=" in conf
 
     down = cpr(home, "neo4j", "status")
     assert down.returncode == 1 and len(down.stdout.strip().splitlines()) == 1
@@ -60,6 +61,7 @@ def test_lifecycle(tmp_path, neo4j_settings):
     assert time.monotonic() - began < 120
     assert "5.26" in up.stdout and "bolt://127.0.0.1:17687" in up.stdout
     assert "http://127.0.0.1:17474/browser/" in up.stdout
+    assert "memory:  heap " in up.stdout  # the sizes it runs with, from neo4j.conf
     try:
         again = cpr(home, "neo4j", "start")  # idempotent: reports the running server
         assert again.returncode == 0 and up.stdout.split("pid:")[1].split()[0] in again.stdout

@@ -5,11 +5,35 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
 from cpr_neo4j.errors import BadInput
+
+if TYPE_CHECKING:
+    from cpr_neo4j.loaders.base import Dataset
+
+
+def _identity_rows(name: str, dataset: Dataset, source: Path | None) -> list[list]:
+    """What merging entities by name did: RoG names entities, so a name is one node."""
+    from cpr_neo4j.loaders.rog import NAMES, identity_counts
+
+    ids = identity_counts(dataset, source if name in NAMES else None)
+    rows: list[list] = []
+    if ids["shared"] is not None:
+        rows.append(["entity nodes shared by 2+ questions' subgraphs", ids["shared"], ""])
+    if name in NAMES:
+        known = ids["homonyms"] is not None
+        rows.append(
+            [
+                "names standing for 2+ MIDs (merged into one node)",
+                f"{ids['homonyms']} ({ids['mids']} MIDs)" if known else "unknown: names only",
+                "",
+            ]
+        )
+    return rows
 
 
 @click.command()
@@ -123,6 +147,7 @@ def ingest(
     rows.append(["questions without a gold answer in the graph", writer.unanswerable(dataset), ""])
     if dataset.subgraphs is not None:
         rows.append(["subgraph memberships (question, entity)", dataset.subgraphs.height, ""])
+    rows += _identity_rows(name, dataset, source)
     rows.append(["malformed lines skipped", len(dataset.problems), ""])
     console.print(table(f"{dataset.name}: source vs Neo4j", ["", "source", "in Neo4j"], rows))
     changes = report.created_nodes + report.created_relationships

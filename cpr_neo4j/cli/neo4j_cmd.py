@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from cpr_neo4j.config import credentials_file
 from cpr_neo4j.neo4j_server import server
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group()
@@ -22,25 +26,45 @@ def _show(info: server.ServerInfo, elapsed: float | None = None) -> None:
     click.echo(f"  bolt:    {info.uri}")
     click.echo(f"  browser: {info.browser}  (user neo4j, password in {credentials_file()})")
     click.echo(f"  pid:     {info.pid}")
+    if info.memory:
+        click.echo(f"  memory:  heap {info.memory.heap}, page cache {info.memory.pagecache}")
     click.echo(f"  log:     {info.log}")
+
+
+def memory_options(f: F) -> F:
+    """--heap / --pagecache, shared by install and start."""
+    f = click.option(
+        "--pagecache",
+        help="Page cache size, e.g. 4g: ideally the store's size on disk (see the README's "
+        "Large graphs). Default: as last set, else $CPR_NEO4J_PAGECACHE, else 1/12 of RAM.",
+    )(f)
+    return click.option(
+        "--heap",
+        help="JVM heap, e.g. 2g. Default: as last set, else $CPR_NEO4J_HEAP, else 1/12 of "
+        "RAM (1-4g). Kept in neo4j.conf.",
+    )(f)
 
 
 @neo4j.command()
 @click.option("--bolt-port", type=int, help="Default 7687, or $CPR_NEO4J_BOLT_PORT.")
 @click.option("--http-port", type=int, help="Default 7474, or $CPR_NEO4J_HTTP_PORT.")
-def install(bolt_port: int | None, http_port: int | None) -> None:
+@memory_options
+def install(
+    bolt_port: int | None, http_port: int | None, heap: str | None, pagecache: str | None
+) -> None:
     """Fetch Neo4j jars from Maven Central and write config + a random password."""
-    server.install(bolt_port, http_port, echo=click.echo)
+    server.install(bolt_port, http_port, echo=click.echo, heap=heap, pagecache=pagecache)
     click.echo(f"Installed Neo4j {server.NEO4J_VERSION} in {server.home()}")
     click.echo(f"Credentials (0600): {credentials_file()}")
 
 
 @neo4j.command()
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait for Bolt.")
-def start(timeout: float) -> None:
+@memory_options
+def start(timeout: float, heap: str | None, pagecache: str | None) -> None:
     """Start the server (installs first if needed); waits until Bolt answers."""
     began = time.monotonic()
-    info = server.start(timeout=timeout, echo=click.echo)
+    info = server.start(timeout=timeout, echo=click.echo, heap=heap, pagecache=pagecache)
     _show(info, time.monotonic() - began)
 
 

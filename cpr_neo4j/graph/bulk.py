@@ -1,7 +1,9 @@
 """`cpr ingest --bulk`: neo4j-admin import into the local server's empty database.
 
-The graph (entities and relationships) and, when they fit the CSV form, the questions and
-their TOPIC/ANSWER links go through CSV files and `database import full`; Relation nodes,
+The graph (entities and relationships) and, when they fit the CSV form, the questions with
+their TOPIC/ANSWER links and per-question subgraph membership (IN_SUBGRAPH, the same
+relationship graph/subgraphs.py MERGEs online) go through CSV files and
+`database import full`; Relation nodes,
 the schema and the Dataset record then go through the ordinary MERGE path. Questions were
 the slow part of that path (MetaQA: 78k questions and 680k links took longer than the
 graph), hence the import.
@@ -60,12 +62,15 @@ def _delimiter(questions: pl.DataFrame) -> str | None:
     return None
 
 
+IN_SUBGRAPH = "IN_SUBGRAPH"  # (:Question)-[:IN_SUBGRAPH]->(:Entity), as online
+
+
 @dataclass
 class ImportFiles:
     args: list[str]  # neo4j-admin --nodes / --relationships options
     delimiter: str | None = None  # the array delimiter; None when questions are not in
     questions: int = 0
-    links: int = 0
+    links: int = 0  # TOPIC/ANSWER and IN_SUBGRAPH relationships
 
 
 def write_csv(dataset: Dataset, folder: Path, questions: bool = True) -> ImportFiles:
@@ -119,7 +124,19 @@ def write_csv(dataset: Dataset, folder: Path, questions: bool = True) -> ImportF
         pl.col("t").alias(":TYPE"),
     ).write_csv(links)
     args += [f"--nodes=Question={questions}", f"--relationships={links}"]
-    return ImportFiles(args, delim, q.height, pairs.height)
+    members = 0
+    if dataset.subgraphs is not None and not dataset.subgraphs.is_empty():
+        # build_dataset kept only rows of kept questions and graph entities, unique: every
+        # row is one relationship, no dangling ids for the importer to reject
+        path = folder / "subgraphs.csv"
+        dataset.subgraphs.select(
+            pl.col("question").alias(":START_ID(Question)"),
+            pl.col("entity").alias(":END_ID(Entity)"),
+            pl.lit(IN_SUBGRAPH).alias(":TYPE"),
+        ).write_csv(path)
+        args.append(f"--relationships={path}")
+        members = dataset.subgraphs.height
+    return ImportFiles(args, delim, q.height, pairs.height + members)
 
 
 def admin_import(files: ImportFiles, folder: Path) -> subprocess.CompletedProcess:

@@ -2,7 +2,8 @@
 
 Layout: lib/ (jars from Maven), conf/neo4j.conf, data/, logs/, run/neo4j.pid,
 and credentials.json (0600) holding the generated password. The server listens on
-127.0.0.1 only and keeps authentication on.
+127.0.0.1 only and keeps authentication on. Heap and page cache sizes live in neo4j.conf
+(so `cpr ingest --bulk`, which restarts the server, keeps them).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from cpr_neo4j.config import cpr_home, credentials_file
+from cpr_neo4j.config import ServerMemory, cpr_home, credentials_file, default_memory
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.neo4j_server.browser import post_connect_cmd
 
@@ -36,6 +37,11 @@ JVM_FLAGS = [
 ]
 
 
+# neo4j.conf keys. We start the JVM ourselves, so -Xms/-Xmx come from the heap keys.
+HEAP_KEYS = ("server.memory.heap.initial_size", "server.memory.heap.max_size")
+PAGECACHE_KEY = "server.memory.pagecache.size"
+
+
 @dataclass(frozen=True)
 class ServerInfo:
     uri: str
@@ -43,6 +49,7 @@ class ServerInfo:
     version: str
     pid: int
     log: Path
+    memory: ServerMemory | None = None
 
 
 def home() -> Path:
@@ -72,7 +79,63 @@ def _require(tool: str, hint: str) -> str:
     return path
 
 
-def _write_conf(bolt_port: int, http_port: int) -> None:
+def _conf_file() -> Path:
+    return home() / "conf" / "neo4j.conf"
+
+
+def _conf_values() -> dict[str, str]:
+    path = _conf_file()
+    if not path.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {k.strip(): v.strip() for k, v in pairs if not k.lstrip().startswith("#")}
+
+
+def configured_memory() -> ServerMemory | None:
+    """The sizes neo4j.conf holds (what a running server was started with), if it has them."""
+    conf = _conf_values()
+    if HEAP_KEYS[1] in conf and PAGECACHE_KEY in conf:
+        return ServerMemory(conf[HEAP_KEYS[1]], conf[PAGECACHE_KEY])
+    return None
+
+
+def resolve_memory(heap: str | None = None, pagecache: str | None = None) -> ServerMemory:
+    """Validated sizes: the option, else $CPR_NEO4J_HEAP / $CPR_NEO4J_PAGECACHE, else
+    neo4j.conf, else default_memory(). A bad value is a one-line BadInput naming its source."""
+    conf, default, env = _conf_values(), default_memory(), os.environ
+
+    def pick(option: str | None, flag: str, var: str, key: str, fallback: str) -> tuple[str, str]:
+        for value, source in (
+            (option, flag),
+            (env.get(var), f"${var}"),
+            (conf.get(key), f"{key} in {_conf_file()}"),
+        ):
+            if value:
+                return value, source
+        return fallback, "default"
+
+    h, h_from = pick(heap, "--heap", "CPR_NEO4J_HEAP", HEAP_KEYS[1], default.heap)
+    c, c_from = pick(
+        pagecache, "--pagecache", "CPR_NEO4J_PAGECACHE", PAGECACHE_KEY, default.pagecache
+    )
+    return ServerMemory(h, c).validated(names=(h_from, c_from))
+
+
+def _memory_lines(memory: ServerMemory) -> str:
+    return (
+        "".join(f"{k}={memory.heap}\n" for k in HEAP_KEYS) + f"{PAGECACHE_KEY}={memory.pagecache}\n"
+    )
+
+
+def _persist_memory(memory: ServerMemory) -> None:
+    """Replace the memory lines of neo4j.conf, keeping everything else."""
+    keys = (*HEAP_KEYS, PAGECACHE_KEY)
+    path = _conf_file()
+    kept = [ln for ln in path.read_text().splitlines() if ln.split("=", 1)[0].strip() not in keys]
+    path.write_text("\n".join(kept) + "\n" + _memory_lines(memory))
+
+
+def _write_conf(bolt_port: int, http_port: int, memory: ServerMemory) -> None:
     conf = home() / "conf"
     conf.mkdir(parents=True, exist_ok=True)
     (conf / "neo4j.conf").write_text(
@@ -84,8 +147,9 @@ def _write_conf(bolt_port: int, http_port: int) -> None:
         f"server.http.listen_address=127.0.0.1:{http_port}\n"
         "server.https.enabled=false\n"
         "dbms.security.auth_enabled=true\n"
-        f"server.memory.pagecache.size={os.environ.get('CPR_NEO4J_PAGECACHE', '1g')}\n"
-        "db.tx_log.rotation.retention_policy=2 files\n"
+        "# JVM heap (-Xms/-Xmx) and page cache: `cpr neo4j start --heap --pagecache`.\n"
+        + _memory_lines(memory)
+        + "db.tx_log.rotation.retention_policy=2 files\n"
         "# Browser applies the style for (:Ask) records at login (`cpr browser-style`).\n"
         f"browser.post_connect_cmd={post_connect_cmd()}\n"
     )
@@ -110,8 +174,17 @@ def default_ports() -> tuple[int, int]:
     )
 
 
-def install(bolt_port: int | None = None, http_port: int | None = None, echo=print) -> None:
-    """Fetch the jars with Maven (skipped when present), write config and a random password."""
+def install(
+    bolt_port: int | None = None,
+    http_port: int | None = None,
+    echo=print,
+    heap: str | None = None,
+    pagecache: str | None = None,
+) -> None:
+    """Fetch the jars with Maven (skipped when present), write config and a random password.
+
+    Memory: the given sizes, else those of an earlier install (see resolve_memory)."""
+    memory = resolve_memory(heap, pagecache)  # before anything is written: bad sizes fail fast
     bolt_port = bolt_port or default_ports()[0]
     http_port = http_port or default_ports()[1]
     lib = home() / "lib"
@@ -136,7 +209,7 @@ def install(bolt_port: int | None = None, http_port: int | None = None, echo=pri
             raise CprError("Maven could not fetch the Neo4j jars: " + " | ".join(tail))
     for sub in ("data", "logs", "run"):
         (home() / sub).mkdir(parents=True, exist_ok=True)
-    _write_conf(bolt_port, http_port)
+    _write_conf(bolt_port, http_port, memory)
     creds = credentials_file()
     if creds.exists():
         settings = json.loads(creds.read_text())
@@ -210,15 +283,27 @@ def status() -> ServerInfo | None:
     version = _bolt_version(s["uri"], s["password"])
     if version is None:
         return None
-    return ServerInfo(s["uri"], s["http"] + "/browser/", version, pid, _log_file())
+    return ServerInfo(
+        s["uri"], s["http"] + "/browser/", version, pid, _log_file(), configured_memory()
+    )
 
 
-def start(timeout: float = 120.0, echo=print) -> ServerInfo:
-    """Start the server (idempotent) and wait until Bolt answers a query."""
+def start(
+    timeout: float = 120.0, echo=print, heap: str | None = None, pagecache: str | None = None
+) -> ServerInfo:
+    """Start the server (idempotent) and wait until Bolt answers a query. heap / pagecache
+    (e.g. '4g') are written to neo4j.conf and kept for later starts."""
     if not is_installed():
-        install(echo=echo)
+        install(echo=echo, heap=heap, pagecache=pagecache)
+    memory = resolve_memory(heap, pagecache)
     running = status()
     if running:
+        if (heap or pagecache) and running.memory != memory:
+            now = running.memory or ServerMemory("?", "?")
+            raise CprError(
+                f"Neo4j already runs with heap {now.heap} and page cache {now.pagecache}: "
+                "`cpr neo4j stop` first to change them"
+            )
         return running
     if _read_pid() is not None:
         raise CprError(
@@ -226,11 +311,11 @@ def start(timeout: float = 120.0, echo=print) -> ServerInfo:
             f"see `cpr neo4j logs`, or `cpr neo4j stop` and start again"
         )
     java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
-    heap = os.environ.get("CPR_NEO4J_HEAP", "2g")
+    _persist_memory(memory)
     cmd = [
         java,
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
+        f"-Xms{memory.heap}",
+        f"-Xmx{memory.heap}",
         *JVM_FLAGS,
         "-cp",
         str(home() / "lib" / "*"),

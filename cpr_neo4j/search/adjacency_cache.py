@@ -37,6 +37,7 @@ class CachedAdjacency:
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> (steps, dst)
         self._absent: set[str] = set()  # ids the graph does not have
         self._edges: dict[int, list[Edge]] = {}  # node -> its rows in the dict form
+        self._edges: dict[int, list[Edge]] = {}  # node -> its rows in the dict form
 
     @property
     def round_trips(self) -> int:
@@ -63,15 +64,16 @@ class CachedAdjacency:
         )
 
     def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
+        """The dict form, memoised per entity (PUCT and open expansion ask for hubs again)."""
         out = {}
         for n in self._resolve(ids, []):
-            code, dst = self._rows[n]
-            edges = [
-                (self._steps[k], self._id[v])
-                for k, v in zip(code.tolist(), dst.tolist(), strict=True)
-            ]
+            edges = self._edges.get(n)
+            if edges is None:
+                code, dst = self._rows[n]
+                pairs = zip(code.tolist(), dst.tolist(), strict=True)
+                edges = self._edges[n] = sorted((self._steps[k], self._id[v]) for k, v in pairs)
             if edges:
-                out[self._id[n]] = sorted(edges)
+                out[self._id[n]] = edges
         return out
 
     def _resolve(self, ids: Sequence[str], nodes: Sequence[int]) -> list[int]:

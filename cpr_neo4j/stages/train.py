@@ -29,6 +29,7 @@ from cpr_neo4j.model.encoder import TextEncoder, step_text
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import save_scorer
 from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.base import Step
 from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector, RelationPriors
 from cpr_neo4j.search.treeg import Retrieval, retrieve
@@ -104,7 +105,9 @@ def collect(
     tick: Callable[[], None],
     scope: str = GRAPH,
 ) -> tuple[list, dict]:
-    whole = Neo4jNeighbours(store, s.dataset, s.fanout_cap)
+    # one neighbour cache across the training questions: they share hubs and topics, so
+    # most rollouts read rows fetched for an earlier question (same rows, same pairs)
+    whole = CachedAdjacency(Neo4jNeighbours(store, s.dataset, s.fanout_cap))
     scoped = scope != GRAPH
     collector = PuctCollector(
         whole,

@@ -1,0 +1,510 @@
+"""Scale curve: MetaQA's graph at 1x, 10x and 100x its size, each bulk-ingested into its own
+private local server; ingest time, store size, `ask` latency and Neo4j memory per size, with
+ratios against the first size of the run (1x by default).
+
+    python bench/scale.py [--sizes 1,10,100] [--questions 100] [--heap 2g --pagecache 2g]
+                          [--work /tmp/cpr-scale] [--keep] [--torch-threads 1]
+
+Construction (scale_graph): k copies of the bundled KB. Every entity gets a fresh id per copy
+(`id#c`; copy 0 keeps the original ids) except the hubs (genres, years, languages, IMDb
+rating/votes buckets: the tails of HUB_RELATIONS), which all copies share: copy c's movies link
+to the same hub nodes, so a hub's degree grows k-fold as it would in a bigger movie KB (Drama:
+4,016 edges at 1x, ~400k at 100x). The first --questions 2-hop and 3-hop test questions are
+re-targeted, question i to copy i mod k (topics and answers mapped like the entities; the text
+keeps the names, so masking is unchanged). The graph is written as the generic triples loader's
+files and loaded with `cpr ingest NAME --triples ... --bulk`, timed end to end. Gold answers
+stay those of the copy: where a question's path crosses a hub, the scaled graph has more true
+answers than listed (irrelevant here: only latency is measured).
+
+Ask latency is bench/ask.py's measurement (TreeG + scorer + answer set per question with a cold
+neighbour source, after a warm-up), scored by the newest CPR model trained on the main server's
+metaqa (its files under the caller's CPR_HOME), else V_sem; a second pass over the same
+questions gives warm latency. Memory: heap used and G1 old gen peak (dbms.queryJmx works in
+Community), process RSS and its peak, and the store bytes the server read during each pass
+(/proc rchar: page cache faults; Community's PROFILE reports no page cache hits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+HUB_RELATIONS = ("has_genre", "release_year", "in_language", "has_imdb_rating", "has_imdb_votes")
+SEP = "#"  # copy suffix; no MetaQA id contains it (checked)
+HOPS = (2, 3)
+
+
+# --- the scaled graph -------------------------------------------------------------------------
+
+
+@dataclass
+class Scaled:
+    triples: pl.DataFrame  # head, relation, tail
+    entities: pl.DataFrame  # id, name (the original id: names repeat across copies)
+    questions: pl.DataFrame  # id, question, split, hops, topics, answers, copy
+
+
+def hub_ids(triples: pl.DataFrame, relations: tuple[str, ...] = HUB_RELATIONS) -> pl.Series:
+    """Tails of the hub relations that are never a head (a film titled "2010" stays a film)."""
+    tails = triples.filter(pl.col("relation").is_in(relations)).get_column("tail").unique()
+    return tails.filter(~tails.is_in(triples.get_column("head").implode()))
+
+
+def _in_copy(col: str, hubs: pl.Series) -> pl.Expr:
+    """Entity `col` as it is named in copy `copy`: hubs and copy 0 keep their id."""
+    keep = pl.col(col).is_in(hubs.implode()) | (pl.col("copy") == 0)
+    suffixed = pl.concat_str(pl.col(col), pl.lit(SEP), pl.col("copy").cast(pl.Utf8))
+    return pl.when(keep).then(pl.col(col)).otherwise(suffixed).alias(col)
+
+
+def scale_graph(
+    triples: pl.DataFrame,
+    questions: pl.DataFrame,
+    copies: int,
+    relations: tuple[str, ...] = HUB_RELATIONS,
+) -> Scaled:
+    """`copies` copies of the graph sharing its hubs; question i re-targeted to copy i mod k."""
+    if copies < 1:
+        raise ValueError("copies must be at least 1")
+    ids = pl.concat([triples["head"], triples["tail"]]).unique()
+    if ids.str.contains(SEP, literal=True).any():
+        raise ValueError(f"entity ids contain {SEP!r}: copies could collide")
+    hubs = hub_ids(triples, relations)
+    cp = pl.DataFrame({"copy": range(copies)}, schema={"copy": pl.Int32})
+    scaled = triples.join(cp, how="cross").select(
+        _in_copy("head", hubs), "relation", _in_copy("tail", hubs)
+    )
+    entities = (
+        ids.to_frame("id")
+        .join(cp, how="cross")
+        .select(_in_copy("id", hubs), pl.col("id").alias("name"))
+        .unique("id", maintain_order=True)
+    )
+    q = questions.with_row_index("i").with_columns(
+        (pl.col("i") % copies).cast(pl.Int32).alias("copy")
+    )
+    mapped = {
+        col: q.select("i", "copy", pl.col(col).alias("e"))
+        .explode("e")
+        .select("i", _in_copy("e", hubs).alias(col))
+        .group_by("i", maintain_order=True)
+        .agg(col)
+        for col in ("topics", "answers")
+    }
+    q = (
+        q.drop("topics", "answers")
+        .join(mapped["topics"], on="i", how="left", maintain_order="left")
+        .join(mapped["answers"], on="i", how="left", maintain_order="left")
+        .with_columns(_in_copy("id", hubs.clear()))
+        .select(
+            "id", pl.col("text").alias("question"), "split", "hops", "topics", "answers", "copy"
+        )
+    )
+    return Scaled(scaled, entities, q)
+
+
+def write_files(scaled: Scaled, folder: Path) -> dict[str, Path]:
+    """The files `cpr ingest NAME --triples --entities --questions` reads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {k: folder / f for k, f in (("triples", "triples.tsv"), ("entities", "entities.tsv"))}
+    paths["questions"] = folder / "questions.jsonl"
+    for key, frame in (("triples", scaled.triples), ("entities", scaled.entities)):
+        frame.write_csv(paths[key], separator="\t", quote_style="never")
+    scaled.questions.drop("copy").write_ndjson(paths["questions"])
+    return paths
+
+
+def base_dataset(questions: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The bundled KB and the first `questions` 2-hop and 3-hop test questions."""
+    from cpr_neo4j.loaders.metaqa import load_metaqa
+
+    ds = load_metaqa(hops=HOPS, splits=("test",))
+    q = pl.concat(
+        [ds.questions.filter(pl.col("hops") == h).head(questions) for h in HOPS], how="vertical"
+    )
+    return ds.triples, q
+
+
+# --- a private server per size ----------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    home: Path
+    bolt: int
+    http: int
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, CPR_HOME=str(self.home))
+        env.update(CPR_NEO4J_BOLT_PORT=str(self.bolt), CPR_NEO4J_HTTP_PORT=str(self.http))
+        for var in ("NEO4J_URI", "NEO4J_USERNAME", "NEO4J_PASSWORD", "NEO4J_DATABASE"):
+            env.pop(var, None)  # this server's own credentials, never the caller's server
+        return env
+
+    def cpr(self, *args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, "-m", "cpr_neo4j", *args], env=self.env())
+        if done.returncode != 0:
+            raise SystemExit(f"`cpr {' '.join(args)}` failed with code {done.returncode}")
+        return done
+
+    def settings(self):
+        from cpr_neo4j.config import Neo4jSettings
+
+        creds = self.home / "neo4j" / "credentials.json"
+        s = json.loads(creds.read_text())
+        return Neo4jSettings(s["uri"], s["username"], s["password"], "neo4j", str(creds))
+
+    def pid(self) -> int:
+        return int((self.home / "neo4j" / "run" / "neo4j.pid").read_text())
+
+    def store_bytes(self) -> tuple[int, int]:
+        """(store files incl. indexes, transaction logs) of the neo4j database."""
+        data = self.home / "neo4j" / "data"
+        return tuple(  # type: ignore[return-value]
+            sum(f.stat().st_size for f in (data / sub / "neo4j").rglob("*") if f.is_file())
+            for sub in ("databases", "transactions")
+        )
+
+
+def link_jars(home: Path) -> None:
+    """Reuse the caller's Neo4j jars (no Maven fetch) when it has them."""
+    from cpr_neo4j.neo4j_server import server
+
+    lib = server.home() / "lib"
+    if lib.is_dir() and not (home / "neo4j" / "lib").exists():
+        (home / "neo4j").mkdir(parents=True, exist_ok=True)
+        (home / "neo4j" / "lib").symlink_to(lib)
+
+
+# --- measurement ------------------------------------------------------------------------------
+
+
+def jmx_memory(store) -> dict[str, int]:
+    """Heap used now, heap max and the G1 old generation's peak, through dbms.queryJmx."""
+    heap = store.query(
+        "CALL dbms.queryJmx('java.lang:type=Memory') YIELD attributes "
+        "RETURN attributes.HeapMemoryUsage.value.properties AS u"
+    )[0][0]["u"]
+    old = store.query(
+        "CALL dbms.queryJmx('java.lang:type=MemoryPool,name=G1 Old Gen') YIELD attributes "
+        "RETURN attributes.PeakUsage.value.properties AS u"
+    )[0]
+    return {
+        "heap_used": heap["used"],
+        "heap_max": heap["max"],
+        "old_gen_peak": old[0]["u"]["used"] if old else 0,
+    }
+
+
+def rss(pid: int) -> dict[str, int]:
+    """Resident and peak resident memory of the server process (kB in /proc -> bytes)."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return {
+        k: int(fields[f].split()[0]) * 1024 for k, f in (("rss", "VmRSS"), ("rss_peak", "VmHWM"))
+    }
+
+
+# The shipped hop query caps a hub's neighbours with COLLECT { UNWIND ns ... ORDER BY m.id
+# LIMIT $cap }: each of the $cap rows the top-k keeps carries the whole list `ns`, so its
+# transaction memory grows as cap x hub degree (PROFILE GlobalMemory: 2.2 GiB for one hub of
+# 40k edges at 10x). Sorting the rows before collecting keeps the same edges in O(degree).
+_CAP_SHIPPED = """    WITH type(r) AS type, startNode(r) = e AS forward, collect(n) AS ns
+    RETURN type, forward,
+           CASE WHEN size(ns) <= $cap THEN ns
+                ELSE COLLECT { UNWIND ns AS m RETURN m ORDER BY m.id LIMIT $cap } END AS ns"""
+_CAP_SORTED = """    WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
+    RETURN type, forward, collect(n)[..$cap] AS ns"""
+
+
+def sorted_cap_store() -> type:
+    from cpr_neo4j.graph.cypher import statement
+    from cpr_neo4j.graph.store import GraphStore
+
+    class SortedCapStore(GraphStore):
+        """Runs the hop queries with the O(degree) cap (--adjacency sorted); else as shipped."""
+
+        def read(self, name: str, /, **params: Any) -> list:
+            if not name.startswith("adjacency_by_"):
+                return super().read(name, **params)
+            text = statement(name)
+            if _CAP_SHIPPED not in text:
+                raise SystemExit(f"cypher/{name}.cypher changed: update bench/scale.py's variant")
+            return self.query(text.replace(_CAP_SHIPPED, _CAP_SORTED), params)[0]
+
+    return SortedCapStore
+
+
+def read_bytes(pid: int) -> int:
+    """Bytes the server has read from files (/proc rchar): on a store it is page cache faults
+    (Community's PROFILE reports no page cache hits or misses, and no page cache MBean)."""
+    io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(io["rchar"])
+
+
+@dataclass
+class Row:
+    size: int
+    triples: int
+    entities: int
+    build_s: float
+    ingest_s: float
+    store: int
+    txlogs: int
+    ms: dict[int, list[float]] = field(default_factory=dict)  # first pass after the import
+    warm: dict[int, list[float]] = field(default_factory=dict)  # the same questions again
+    faulted: dict[int, int] = field(default_factory=dict)  # bytes read in during each pass
+    refaulted: dict[int, int] = field(default_factory=dict)
+    failed: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # (id, error code)
+    by_question: dict[int, dict[str, float]] = field(default_factory=dict)  # base id -> ms
+    memory: dict[str, int] = field(default_factory=dict)
+
+
+def measure_ask(
+    server: Server, name: str, scorers: dict, row: Row, per_hop: int, sorted_cap: bool
+) -> None:
+    """Two passes per hop count: the first after the import (cold page cache), then the same
+    questions again; file bytes read in each say whether the working set stays cached."""
+    from bench.ask import latencies
+    from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.stages import questions as qsel
+
+    pid = server.pid()
+    store_cls = sorted_cap_store() if sorted_cap else GraphStore
+    # No driver retries: a refused query fails its question at once and is counted.
+    with store_cls(server.settings(), retry_time=0) as store:
+        for h in HOPS:
+            qs = qsel.load(store, name, "test", h)[:per_hop]
+            scorer = scorers[h](store, name)
+            print(f"  {h}-hop: {len(qs)} questions, two passes ...", flush=True)
+            before = read_bytes(pid)
+            row.failed[h] = []
+            row.ms[h] = latencies(store, scorer, qs, h, name, failed=row.failed[h])
+            between = read_bytes(pid)
+            row.warm[h] = latencies(store, scorer, qs, h, name, warmup=0, failed=[])
+            refused = {i for i, _ in row.failed[h]}
+            answered = [q.id.split(SEP)[0] for q in qs if q.id not in refused]
+            row.by_question[h] = dict(zip(answered, row.ms[h], strict=True))
+            if row.failed[h]:
+                codes = sorted({c for _, c in row.failed[h]})
+                print(f"    {len(row.failed[h])} questions refused by the server: {codes}")
+            row.faulted[h], row.refaulted[h] = between - before, read_bytes(pid) - between
+        row.memory = jmx_memory(store)
+    row.memory |= rss(pid)
+
+
+def scorer_factory(encoder, hops: int):
+    """The main server's newest CPR metaqa model at this depth; else V_sem on the graph's
+    relations (built on first use, from the scaled store)."""
+    from bench.ask import scorer_for
+    from cpr_neo4j.errors import ConnectionFailed
+    from cpr_neo4j.graph import records
+    from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.model.scorer import PathScorer
+
+    try:
+        with GraphStore() as main:
+            scorer, label = scorer_for(main, hops, encoder)
+    except ConnectionFailed:
+        scorer, label = None, "V_sem (main server unreachable)"
+    print(f"{hops}-hop scorer: {label}")
+    cache: dict[str, PathScorer] = {}
+
+    def get(store, dataset: str) -> PathScorer:
+        if scorer is not None:
+            return scorer
+        if "v" not in cache:
+            cache["v"] = PathScorer(encoder, records.relation_text(store, dataset))
+        return cache["v"]
+
+    return get
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def pct(v: list[float], p: float) -> float:
+    return float(np.percentile(v, p)) if v else float("nan")
+
+
+def figures(r: Row) -> dict[str, float]:
+    """One size's measured figures, by name (MB, s, ms)."""
+    mb = 1 << 20
+    out = {
+        "triples": r.triples,
+        "entities": r.entities,
+        "build files s": r.build_s,
+        "cpr ingest --bulk s": r.ingest_s,
+        "store MB": r.store / mb,
+        "tx logs MB": r.txlogs / mb,
+    }
+    for h in HOPS:
+        out |= {
+            f"{h}-hop questions refused": len(r.failed[h]),
+            f"{h}-hop p50 ms": pct(r.ms[h], 50),
+            f"{h}-hop p95 ms": pct(r.ms[h], 95),
+            f"{h}-hop warm p50 ms": pct(r.warm[h], 50),
+            f"{h}-hop warm p95 ms": pct(r.warm[h], 95),
+            f"{h}-hop store read MB": r.faulted[h] / mb,
+            f"{h}-hop warm reread MB": r.refaulted[h] / mb,
+        }
+    return out | {
+        "heap used MB": r.memory["heap_used"] / mb,
+        "old gen peak MB": r.memory["old_gen_peak"] / mb,
+        "RSS MB": r.memory["rss"] / mb,
+        "RSS peak MB": r.memory["rss_peak"] / mb,
+    }
+
+
+def common(rows: list[Row]) -> dict[int, set[str]]:
+    """Per hop count, the questions answered at every size (the refused ones are the costly
+    hub-heavy ones: percentiles over each size's survivors alone would flatter the big sizes)."""
+    return {h: set.intersection(*(set(r.by_question[h]) for r in rows)) for h in HOPS}
+
+
+def report(rows: list[Row], memory: str) -> pl.DataFrame:
+    """Figures as rows, sizes as columns, each size after the first with its ratio to it."""
+    both = common(rows)
+
+    def all_figures(r: Row) -> dict[str, float]:
+        shared = {
+            f"{h}-hop p{p} ms, common {len(both[h])}": pct(
+                [r.by_question[h][q] for q in both[h]], p
+            )
+            for h in HOPS
+            for p in (50, 95)
+        }
+        return figures(r) | shared
+
+    base = all_figures(rows[0])
+    cols: dict[str, list] = {"figure": list(base)}
+    for r in rows:
+        f = all_figures(r)
+        cols[f"{r.size}x"] = [f"{v:,.0f}" if v >= 100 else f"{v:.1f}" for v in f.values()]
+        if r is not rows[0]:
+            cols[f"{r.size}x / {rows[0].size}x"] = [
+                round(v / base[k], 2) if base[k] else None for k, v in f.items()
+            ]
+    table = pl.DataFrame(cols, strict=False)
+    with pl.Config(
+        tbl_rows=60,
+        fmt_str_lengths=40,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+    ):
+        print(f"\nScale, {memory} (ratios against {rows[0].size}x, measured in this run)")
+        print(table)
+    return table
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def run_size(k: int, args: argparse.Namespace, base: tuple, scorers: dict) -> Row:
+    """Build, ingest and measure one size on its own server (or, with --reuse, measure a
+    store kept by an earlier --keep run again, e.g. under another --pagecache)."""
+    name, folder = f"metaqa-x{k}", args.work / f"x{k}"
+    server = Server(folder / "home", args.bolt_port, args.http_port)
+    reuse = args.reuse and (server.home / "neo4j" / "data").is_dir()
+    if folder.exists() and not reuse:
+        raise SystemExit(f"{folder} exists (from a --keep run?): remove it, or pass --reuse")
+    row = Row(k, 0, 0, float("nan"), float("nan"), 0, 0)
+    if not reuse:
+        triples, questions = base
+        print(f"\n== {k}x: building {triples.height * k:,} triples ...", flush=True)
+        began = time.perf_counter()
+        scaled = scale_graph(triples, questions, k)
+        paths = write_files(scaled, folder / "files")
+        row.build_s = time.perf_counter() - began
+        del scaled
+        link_jars(server.home)
+    server.cpr("neo4j", "start", "--heap", args.heap, "--pagecache", args.pagecache)
+    try:
+        if not reuse:
+            print(f"== {k}x: cpr ingest {name} --bulk ...", flush=True)
+            began = time.perf_counter()
+            server.cpr(
+                "ingest", name, "--bulk",
+                "--triples", str(paths["triples"]),
+                "--entities", str(paths["entities"]),
+                "--questions", str(paths["questions"]),
+            )  # fmt: skip
+            row.ingest_s = time.perf_counter() - began
+            shutil.rmtree(folder / "files")
+        row.store, row.txlogs = server.store_bytes()
+        row.triples, row.entities = dataset_size(server, name)
+        print(f"== {k}x: ask latency ...", flush=True)
+        measure_ask(server, name, scorers, row, args.questions, args.adjacency == "sorted")
+    finally:
+        server.cpr("neo4j", "stop")
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def dataset_size(server: Server, name: str) -> tuple[int, int]:
+    from cpr_neo4j.graph.store import GraphStore
+
+    with GraphStore(server.settings()) as store:
+        d = store.query(
+            "MATCH (d:Dataset {name: $name}) RETURN d.triples_source AS t, d.entities_source AS e",
+            {"name": name},
+        )[0][0]
+    return d["t"], d["e"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1,10,100", help="copies of the KB, e.g. 1,10")
+    ap.add_argument("--questions", type=int, default=100, help="per hop count (2 and 3)")
+    ap.add_argument("--heap", default="2g", help="each private server's JVM heap")
+    ap.add_argument("--pagecache", default="2g", help="each private server's page cache")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/cpr-scale"))
+    ap.add_argument("--bolt-port", type=int, default=7781)
+    ap.add_argument("--http-port", type=int, default=7481)
+    ap.add_argument("--keep", action="store_true", help="keep each size's server files (stopped)")
+    ap.add_argument("--reuse", action="store_true", help="measure kept stores again, no ingest")
+    ap.add_argument(
+        "--adjacency",
+        choices=["shipped", "sorted"],
+        default="shipped",
+        help="sorted: try SortedCapStore's variant of the hop query (an experiment)",
+    )
+    ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    import torch
+
+    from cpr_neo4j.model.encoder import TextEncoder
+
+    torch.set_num_threads(args.torch_threads)
+    encoder = TextEncoder()
+    scorers = {h: scorer_factory(encoder, h) for h in HOPS}
+    base = base_dataset(args.questions)
+    memory = f"heap {args.heap}, page cache {args.pagecache}, {args.adjacency} hop query"
+    rows: list[Row] = []
+    for k in sizes:
+        rows.append(run_size(k, args, base, scorers))
+        report(rows, memory)
+    print(f"load average at the end: {os.getloadavg()}")
+    if args.out:
+        sizes_out = {f"{r.size}x": figures(r) | {"refused": r.failed} for r in rows}
+        args.out.write_text(json.dumps({"memory": memory, "sizes": sizes_out}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
