@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,22 @@ def store(neo4j_settings):
     with GraphStore(neo4j_settings) as s:
         bootstrap(s)
         yield s
+
+
+def run_cpr(home, *args: str, timeout: int = 600, **env: str) -> subprocess.CompletedProcess:
+    """`cpr ARGS` in a subprocess with its own CPR_HOME (a private local server); the
+    caller's NEO4J_* connection is dropped so the command cannot reach another server.
+    env: extra variables, e.g. CPR_NEO4J_HEAP."""
+    full = dict(os.environ, CPR_HOME=str(home), **env)
+    for var in ("NEO4J_URI", "NEO4J_PASSWORD", "NEO4J_USERNAME", "NEO4J_DATABASE"):
+        full.pop(var, None)
+    return subprocess.run(
+        [sys.executable, "-m", "cpr_neo4j", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=timeout,
+    )
 
 
 def drop_dataset(store, name: str) -> None:

@@ -11,11 +11,8 @@ own CPR_HOME and ports, stopped and deleted at the end.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -32,7 +29,7 @@ from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.train import TrainSettings, train
-from tests.conftest import drop_models
+from tests.conftest import drop_models, run_cpr
 
 pytestmark = [
     pytest.mark.neo4j,
@@ -73,16 +70,7 @@ def _free_ports(n: int) -> list[int]:
 
 
 def _cpr(home, *args, timeout=600, check=True):
-    env = dict(os.environ, CPR_HOME=str(home), CPR_NEO4J_HEAP="1g", CPR_NEO4J_PAGECACHE="512m")
-    for var in ("NEO4J_URI", "NEO4J_PASSWORD", "NEO4J_USERNAME", "NEO4J_DATABASE"):
-        env.pop(var, None)
-    done = subprocess.run(
-        [sys.executable, "-m", "cpr_neo4j", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    done = run_cpr(home, *args, timeout=timeout, CPR_NEO4J_HEAP="1g", CPR_NEO4J_PAGECACHE="512m")
     assert not check or done.returncode == 0, f"cpr {' '.join(args)}: {done.stderr[-2000:]}"
     return done
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
-import subprocess
-import sys
 import time
 
 import pytest
 
 from cpr_neo4j.neo4j_server import server
+from tests.conftest import run_cpr
 
 pytestmark = [
     pytest.mark.neo4j,
@@ -23,16 +21,7 @@ pytestmark = [
 
 
 def cpr(home, *args, timeout=300):
-    env = dict(os.environ, CPR_HOME=str(home))
-    for var in ("NEO4J_URI", "NEO4J_PASSWORD", "NEO4J_USERNAME"):
-        env.pop(var, None)
-    return subprocess.run(
-        [sys.executable, "-m", "cpr_neo4j", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    return run_cpr(home, *args, timeout=timeout)
 
 
 def test_lifecycle(tmp_path, neo4j_settings):

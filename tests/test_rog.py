@@ -4,11 +4,9 @@ per-question membership, name-identity counts, and IN_SUBGRAPH through --bulk.""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -18,7 +16,7 @@ from bench.webqsp_synth import generate
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.loaders.rog import MIDS_FILE, identity_counts, load_rog
 from cpr_neo4j.neo4j_server import server
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cpr
 
 DATA = REPO / "tests" / "data"
 
@@ -144,16 +142,7 @@ def _free_port() -> int:
 
 
 def _cpr(home: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, CPR_HOME=str(home), CPR_NEO4J_HEAP="512m", CPR_NEO4J_PAGECACHE="256m")
-    for var in ("NEO4J_URI", "NEO4J_PASSWORD", "NEO4J_USERNAME", "NEO4J_DATABASE"):
-        env.pop(var, None)
-    return subprocess.run(
-        [sys.executable, "-m", "cpr_neo4j", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+    return run_cpr(home, *args, timeout=timeout, CPR_NEO4J_HEAP="512m", CPR_NEO4J_PAGECACHE="256m")
 
 
 @pytest.mark.neo4j

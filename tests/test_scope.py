@@ -148,25 +148,19 @@ def test_puct_source_sees_only_the_question_subgraph(store, scoped):
 
 @pytest.fixture(scope="module")
 def calibrated(store, scoped, tmp_path_factory):
-    import os
-
     from cpr_neo4j.stages.calibrate import GOLD, calibrate
     from cpr_neo4j.stages.train import TrainSettings, train
 
-    home, old = tmp_path_factory.mktemp("cpr_home_scope"), os.environ.get("CPR_HOME")
-    os.environ["CPR_HOME"] = str(home)
     model = None
-    try:
-        model = train(store, TrainSettings(NAME, max_questions=20, cal_share=0.3, rollouts=8))
-        sub = calibrate(store, NAME, model.model_id, alphas=(0.5,), linking=GOLD)
-        yield model.model_id, sub
-    finally:
-        if old is None:
-            os.environ.pop("CPR_HOME", None)
-        else:
-            os.environ["CPR_HOME"] = old
-        if model is not None:
-            drop_models(store, [model.model_id])
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CPR_HOME", str(tmp_path_factory.mktemp("cpr_home_scope")))
+        try:
+            model = train(store, TrainSettings(NAME, max_questions=20, cal_share=0.3, rollouts=8))
+            sub = calibrate(store, NAME, model.model_id, alphas=(0.5,), linking=GOLD)
+            yield model.model_id, sub
+        finally:
+            if model is not None:
+                drop_models(store, [model.model_id])
 
 
 def test_scope_is_recorded_and_checked(store, calibrated):

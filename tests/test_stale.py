@@ -40,25 +40,19 @@ def _slice() -> Dataset:
 
 @pytest.fixture(scope="module")
 def calibrated(store, tmp_path_factory):
-    import os
-
     drop_dataset(store, NAME)
     ingest(store, _slice())
-    home, old = tmp_path_factory.mktemp("cpr_home_stale"), os.environ.get("CPR_HOME")
-    os.environ["CPR_HOME"] = str(home)
     model = None
-    try:
-        model = train(store, TrainSettings(NAME, hops=1, max_questions=150, cal_share=0.2))
-        text = calibrate(store, NAME, model.model_id, alphas=(0.5,), linking=TEXT)
-        yield model.model_id, text
-    finally:
-        if old is None:
-            os.environ.pop("CPR_HOME", None)
-        else:
-            os.environ["CPR_HOME"] = old
-        if model is not None:
-            drop_models(store, [model.model_id])
-        drop_dataset(store, NAME)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CPR_HOME", str(tmp_path_factory.mktemp("cpr_home_stale")))
+        try:
+            model = train(store, TrainSettings(NAME, hops=1, max_questions=150, cal_share=0.2))
+            text = calibrate(store, NAME, model.model_id, alphas=(0.5,), linking=TEXT)
+            yield model.model_id, text
+        finally:
+            if model is not None:
+                drop_models(store, [model.model_id])
+            drop_dataset(store, NAME)
 
 
 def _question(store) -> str:
