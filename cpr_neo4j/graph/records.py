@@ -151,8 +151,9 @@ _CALIBRATIONS: dict[str, dict] = {}
 MAX_CACHED_CALIBRATIONS = 64
 
 
-def calibrated_datasets(store: GraphStore) -> list[str]:
-    return [r["dataset"] for r in store.read("calibrated_datasets")]
+def calibrated_datasets(store: GraphStore, model_id: str | None = None) -> list[str]:
+    """Calibrated datasets, newest first; only those `model_id` is calibrated on when given."""
+    return [r["dataset"] for r in store.read("calibrated_datasets", model=model_id)]
 
 
 def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> None:

@@ -27,7 +27,9 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
     here first is what lets a mismatch answer 409 rather than 400."""
     dataset = req.dataset
     if not dataset:
-        calibrated = records.calibrated_datasets(store)
+        calibrated = records.calibrated_datasets(store, req.model) or (
+            records.calibrated_datasets(store)
+        )
         if not calibrated:
             raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
         dataset = calibrated[0]

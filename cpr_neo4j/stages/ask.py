@@ -86,10 +86,11 @@ def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
     return " ".join(parts)
 
 
-def _pick_dataset(store: GraphStore, dataset: str | None) -> str:
+def _pick_dataset(store: GraphStore, dataset: str | None, model_id: str | None = None) -> str:
+    """The named dataset, else the newest calibrated one (of `model_id`, when named)."""
     if dataset:
         return dataset
-    calibrated = records.calibrated_datasets(store)
+    calibrated = records.calibrated_datasets(store, model_id) or records.calibrated_datasets(store)
     if not calibrated:
         raise CprError("no calibration yet: run `cpr train DATASET` then `cpr calibrate DATASET`")
     return calibrated[0]
@@ -164,7 +165,7 @@ def open_session(
 ) -> Session:
     """Check the request against the newest matching calibration (`cal`: already read by
     the caller for these dataset, model and hops); errors before any search."""
-    dataset = _pick_dataset(store, dataset)
+    dataset = _pick_dataset(store, dataset, model_id)
     cal = cal or records.latest_calibration(store, dataset, model_id, hops_filter)
     if cal is None:
         raise CprError(
