@@ -86,6 +86,7 @@ def ask(
     llm_url: str | None,
     llm_model: str | None,
     llm_parallel: int,
+    llm_timeout: float,
     llm: str | None,
     delta: float | None,
     all_candidates: bool,
@@ -101,7 +102,7 @@ def ask(
     items = read_questions(questions_file) if questions_file else None
     from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
 
-    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     with open_store() as store:
         session = open_session(
             store,

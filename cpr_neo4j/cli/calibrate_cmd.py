@@ -85,6 +85,7 @@ def calibrate(
     llm_url: str | None,
     llm_model: str | None,
     llm_parallel: int,
+    llm_timeout: float,
     llm: str | None,
     hint_beta: float,
     delta: float | None,
@@ -94,7 +95,7 @@ def calibrate(
 ) -> None:
     """Calibrate tau on DATASET's held-out calibration questions."""
     levels = parse_alphas(alphas)
-    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     with open_store() as store, progress_bar() as bar:
         task = bar.add_task("calibration questions", total=None)
         result = run_calibrate(

@@ -75,6 +75,13 @@ def hint_options(beta: bool = True) -> Callable[[F], F]:
             "answers one at a time, so keep 1 there).",
         ),
         click.option(
+            "--llm-timeout",
+            default=30.0,
+            show_default=True,
+            type=click.FloatRange(1),
+            help="Seconds to wait for one hint reply (a CPU server under load can need more).",
+        ),
+        click.option(
             "--llm",
             metavar="vllm:MODEL|none",
             help="In-process vLLM hints (needs a GPU and the `llm` extra); none: no hints.",
@@ -100,14 +107,18 @@ def hint_options(beta: bool = True) -> Callable[[F], F]:
 
 
 def hints_from(
-    llm_url: str | None, llm_model: str | None, llm: str | None, parallel: int = 1
+    llm_url: str | None,
+    llm_model: str | None,
+    llm: str | None,
+    parallel: int = 1,
+    timeout: float = 30.0,
 ) -> HintProvider | None:
     """The provider the options name; None when they name none."""
     if not llm_url and not llm_model and (not llm or llm == "none"):
         return None
     from cpr_neo4j.stages.retrieval import hint_provider
 
-    return hint_provider(llm_url, llm_model, llm, parallel)
+    return hint_provider(llm_url, llm_model, llm, parallel, timeout)
 
 
 def scope_option(default_text: str) -> Callable[[F], F]:

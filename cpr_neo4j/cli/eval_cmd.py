@@ -83,6 +83,7 @@ def eval_(
     llm_url: str | None,
     llm_model: str | None,
     llm_parallel: int,
+    llm_timeout: float,
     llm: str | None,
     hint_beta: float,
     delta: float,
@@ -99,7 +100,7 @@ def eval_(
         raise click.BadParameter(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     if boot < 100 or repeats < 1:
         raise click.BadParameter("--boot must be >= 100 and --repeats >= 1")
-    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     settings = EvalSettings(
         dataset,
         parse_alphas(alphas),

@@ -48,12 +48,13 @@ def serve(
     llm_url: str | None,
     llm_model: str | None,
     llm_parallel: int,
+    llm_timeout: float,
     llm: str | None,
 ) -> None:
     """Answer questions over HTTP: POST /ask and /ask/batch, GET /health; docs at /docs."""
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
-    hints = hints_from(llm_url, llm_model, llm, llm_parallel)
+    hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     import torch
     import uvicorn  # the server stack and the stages: only when serving
 

@@ -76,10 +76,12 @@ def hint_provider(
     llm_model: str | None = None,
     llm: str | None = None,
     parallel: int = 1,
+    timeout: float = 30.0,
 ) -> HintProvider:
     """The provider for the CLI's three options: --llm-url [--llm-model], --llm vllm:MODEL,
     or neither (no hints). `parallel`: requests in flight to the server during prefetch
-    (1 for llama.cpp, which answers one at a time: more only queue into its timeout)."""
+    (1 for llama.cpp, which answers one at a time: more only queue into its timeout);
+    `timeout`: seconds per reply from a --llm-url server."""
     if llm_url and llm and llm != "none":
         raise BadInput("give --llm-url or --llm, not both")
     if llm and llm != "none":
@@ -92,7 +94,9 @@ def hint_provider(
             raise BadInput("--llm-model needs --llm-url (the server that runs it)")
         return NoHints()
     model = llm_model or DEFAULT_LLM_MODEL
-    return OpenAIHints(llm_url, model, cache_path=hint_cache_path(model), parallel=parallel)
+    return OpenAIHints(
+        llm_url, model, timeout=timeout, cache_path=hint_cache_path(model), parallel=parallel
+    )
 
 
 SourceFor = Callable[[str], NeighbourSource]  # question id -> its scoped NeighbourSource
