@@ -35,7 +35,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -217,36 +216,6 @@ def rss(pid: int) -> dict[str, int]:
     }
 
 
-# The shipped hop query caps a hub's neighbours with COLLECT { UNWIND ns ... ORDER BY m.id
-# LIMIT $cap }: each of the $cap rows the top-k keeps carries the whole list `ns`, so its
-# transaction memory grows as cap x hub degree (PROFILE GlobalMemory: 2.2 GiB for one hub of
-# 40k edges at 10x). Sorting the rows before collecting keeps the same edges in O(degree).
-_CAP_SHIPPED = """    WITH type(r) AS type, startNode(r) = e AS forward, collect(n) AS ns
-    RETURN type, forward,
-           CASE WHEN size(ns) <= $cap THEN ns
-                ELSE COLLECT { UNWIND ns AS m RETURN m ORDER BY m.id LIMIT $cap } END AS ns"""
-_CAP_SORTED = """    WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
-    RETURN type, forward, collect(n)[..$cap] AS ns"""
-
-
-def sorted_cap_store() -> type:
-    from cpr_neo4j.graph.cypher import statement
-    from cpr_neo4j.graph.store import GraphStore
-
-    class SortedCapStore(GraphStore):
-        """Runs the hop queries with the O(degree) cap (--adjacency sorted); else as shipped."""
-
-        def read(self, name: str, /, **params: Any) -> list:
-            if not name.startswith("adjacency_by_"):
-                return super().read(name, **params)
-            text = statement(name)
-            if _CAP_SHIPPED not in text:
-                raise SystemExit(f"cypher/{name}.cypher changed: update bench/scale.py's variant")
-            return self.query(text.replace(_CAP_SHIPPED, _CAP_SORTED), params)[0]
-
-    return SortedCapStore
-
-
 def read_bytes(pid: int) -> int:
     """Bytes the server has read from files (/proc rchar): on a store it is page cache faults
     (Community's PROFILE reports no page cache hits or misses, and no page cache MBean)."""
@@ -272,9 +241,7 @@ class Row:
     memory: dict[str, int] = field(default_factory=dict)
 
 
-def measure_ask(
-    server: Server, name: str, scorers: dict, row: Row, per_hop: int, sorted_cap: bool
-) -> None:
+def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int) -> None:
     """Two passes per hop count: the first after the import (cold page cache), then the same
     questions again; file bytes read in each say whether the working set stays cached."""
     from bench.ask import latencies
@@ -282,9 +249,8 @@ def measure_ask(
     from cpr_neo4j.stages import questions as qsel
 
     pid = server.pid()
-    store_cls = sorted_cap_store() if sorted_cap else GraphStore
     # No driver retries: a refused query fails its question at once and is counted.
-    with store_cls(server.settings(), retry_time=0) as store:
+    with GraphStore(server.settings(), retry_time=0) as store:
         for h in HOPS:
             qs = qsel.load(store, name, "test", h)[:per_hop]
             scorer = scorers[h](store, name)
@@ -446,7 +412,7 @@ def run_size(k: int, args: argparse.Namespace, base: tuple, scorers: dict) -> Ro
         row.store, row.txlogs = server.store_bytes()
         row.triples, row.entities = dataset_size(server, name)
         print(f"== {k}x: ask latency ...", flush=True)
-        measure_ask(server, name, scorers, row, args.questions, args.adjacency == "sorted")
+        measure_ask(server, name, scorers, row, args.questions)
     finally:
         server.cpr("neo4j", "stop")
         if not args.keep:
@@ -476,12 +442,6 @@ def main() -> None:
     ap.add_argument("--http-port", type=int, default=7481)
     ap.add_argument("--keep", action="store_true", help="keep each size's server files (stopped)")
     ap.add_argument("--reuse", action="store_true", help="measure kept stores again, no ingest")
-    ap.add_argument(
-        "--adjacency",
-        choices=["shipped", "sorted"],
-        default="shipped",
-        help="sorted: try SortedCapStore's variant of the hop query (an experiment)",
-    )
     ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args()
@@ -495,7 +455,7 @@ def main() -> None:
     encoder = TextEncoder()
     scorers = {h: scorer_factory(encoder, h) for h in HOPS}
     base = base_dataset(args.questions)
-    memory = f"heap {args.heap}, page cache {args.pagecache}, {args.adjacency} hop query"
+    memory = f"heap {args.heap}, page cache {args.pagecache}"
     rows: list[Row] = []
     for k in sizes:
         rows.append(run_size(k, args, base, scorers))

@@ -9,10 +9,8 @@ CALL (found) {
   UNWIND found AS e
   CALL (e) {
     MATCH (e)-[r]-(n:Entity)
-    WITH type(r) AS type, startNode(r) = e AS forward, collect(n) AS ns
-    RETURN type, forward,
-           CASE WHEN size(ns) <= $cap THEN ns
-                ELSE COLLECT { UNWIND ns AS m RETURN m ORDER BY m.id LIMIT $cap } END AS ns
+    WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
+    RETURN type, forward, collect(n)[..$cap] AS ns
   }
   UNWIND ns AS n
   WITH type, forward, collect(id(e) * 4294967296 + id(n)) AS edges, collect(n) AS ns

@@ -11,10 +11,8 @@ CALL (q, found) {
   CALL (q, e) {
     MATCH (e)-[r]-(n:Entity)
       WHERE EXISTS { (q)-[:IN_SUBGRAPH]->(n) }
-    WITH type(r) AS type, startNode(r) = e AS forward, collect(n) AS ns
-    RETURN type, forward,
-           CASE WHEN size(ns) <= $cap THEN ns
-                ELSE COLLECT { UNWIND ns AS m RETURN m ORDER BY m.id LIMIT $cap } END AS ns
+    WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
+    RETURN type, forward, collect(n)[..$cap] AS ns
   }
   UNWIND ns AS n
   WITH type, forward, collect(id(e) * 4294967296 + id(n)) AS edges, collect(n) AS ns
