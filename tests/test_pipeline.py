@@ -252,3 +252,64 @@ def test_ask_file_answers_each_line_in_order(store, trained):
     assert {a["id"] for a in json.loads(single.stdout)["answers"]} == {
         a["id"] for a in rows[0]["answers"]
     }
+
+
+def test_ask_many_answers_like_single_asks_with_one_round_trip_per_hop_per_chunk(
+    store, trained, monkeypatch
+):
+    """`ask --file`'s engine: per chunk, one hop round trip for all its searches (counted
+    by the session's real Neo4j source), one name lookup and one :Ask write; each answer
+    is the one a single ask gives, and a failing question fails alone, in its place."""
+    from dataclasses import asdict
+
+    from cpr_neo4j.stages.ask import answer, ask_many, open_session
+
+    result, _ = trained
+    session = open_session(store, 0.5, "metaqa", result.model_id)
+    questions = [
+        ("what was [Shane Acker] the director of", None),
+        ("which movie was [John Pasquin] the director for", None),
+        ("who directed [No Such Film 123]", None),
+        ("what films did [Tom Hanks] act in", None),
+        ("what was [Shane Acker] the director of", None),  # a repeat shares the frontier
+        ("which films did [Ridley Scott] direct", None),
+    ]
+    calls = {"save_asks": [], "entity_names": 0}
+    save_asks, entity_names = records.save_asks, records.entity_names
+
+    def counted_save(s, asks):
+        calls["save_asks"].append(len(asks))
+        return save_asks(s, asks)
+
+    def counted_names(*args):
+        calls["entity_names"] += 1
+        return entity_names(*args)
+
+    monkeypatch.setattr(records, "save_asks", counted_save)
+    monkeypatch.setattr(records, "entity_names", counted_names)
+    source, hops = session.retriever.source, session.cal["hops"]
+    before = source.round_trips
+    got = list(ask_many(session, questions, chunk=4))
+    batched = source.round_trips - before
+    assert batched == 2 * hops  # two chunks, each one round trip per hop
+    assert calls == {"save_asks": [3, 2], "entity_names": 2}
+    before = source.round_trips
+    singles = []
+    for text, entity in questions:
+        try:
+            singles.append(answer(session, text, entity))
+        except CprError as exc:
+            singles.append(exc)
+    assert source.round_trips - before == 5 * hops  # alone: every question, every hop
+    per_ask = {"ask_id", "browser_url", "cypher"}
+    for g, s in zip(got, singles, strict=True):
+        assert type(g) is type(s)
+        if isinstance(g, CprError):
+            assert str(g) == str(s) and "unknown entity" in str(g)
+            continue
+        assert {k: v for k, v in asdict(g).items() if k not in per_ask} == {
+            k: v for k, v in asdict(s).items() if k not in per_ask
+        }
+        rec = records.ask_record(store, g.ask_id)
+        assert rec["ask"]["question"] == g.question and len(rec["answers"]) == len(g.answers)
+    assert got[0].answers and got[0].ask_id != got[4].ask_id

@@ -11,7 +11,7 @@ import pytest
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.base import Edge, InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.frontier import DictAdjacency
-from cpr_neo4j.search.treeg import Retrieval, retrieve, retrieve_naive
+from cpr_neo4j.search.treeg import Job, Retrieval, retrieve, retrieve_many, retrieve_naive
 
 
 class TableScorer:
@@ -220,3 +220,42 @@ def test_cross_question_cache_gives_the_same_retrieval_with_fewer_round_trips():
     assert cached.round_trips == trips and again.round_trips == 0  # all cached
     ids = ["tom", "m1", "ghost", "drama"]
     assert cached.neighbours(ids) == plain.neighbours(ids)
+
+
+def _genre_hint(paths: Sequence[RelPath]) -> np.ndarray:
+    return np.array([sum(s.relation == "has_genre" for s in p) for p in paths], dtype=float)
+
+
+BATCH = [  # (topics, hint bonus, beta): overlapping frontiers, a ghost, a repeat, a hint
+    (["tom"], None, 0.0),
+    (["drama"], None, 0.0),
+    (["d1", "ghost"], None, 0.0),
+    (["ghost"], None, 0.0),
+    (["tom"], _genre_hint, 0.5),
+    (["m3", "ann"], None, 0.0),
+    (["tom"], None, 0.0),
+]
+
+
+@pytest.mark.parametrize("graph_type", [InMemoryGraph, ColumnGraph])
+@pytest.mark.parametrize("active", [32, 2])
+def test_retrieve_many_equals_retrieve_with_one_round_trip_per_hop(graph_type, active):
+    scorer, hops = TableScorer(MOVIE_COSTS), 3
+    want = []
+    for topics, bonus, beta in BATCH:
+        alone = graph_type(MOVIES)
+        want.append(retrieve(alone, scorer, None, topics, hops, 2, active, bonus, beta))
+    graph = graph_type(MOVIES)
+    jobs = [Job(None, topics, bonus, beta) for topics, bonus, beta in BATCH]
+    got = retrieve_many(graph, scorer, jobs, hops, beam_width=2, active=active)
+    assert graph.round_trips == hops  # for the whole batch, not per question
+    assert got == want  # topics, candidates, costs and order, round trips taken part in
+    assert [r.round_trips for r in got] == [3, 3, 3, 1, 3, 3, 3]
+    for g, w in zip(got, want, strict=True):
+        assert g.ranked_answers() == w.ranked_answers()
+        assert [g.witness(e) for e, _ in g.ranked_answers()] == [
+            w.witness(e) for e, _ in w.ranked_answers()
+        ]
+    assert retrieve_many(graph, scorer, [], hops) == []
+    with pytest.raises(ValueError):
+        retrieve_many(graph, scorer, jobs, 0)

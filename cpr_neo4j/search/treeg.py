@@ -28,6 +28,12 @@ Python sets of id strings; a hop fetches its frontier by node id, and neighbours
 back only at the last hop (an earlier hop's are named by the next hop's round trip). The
 result equals the string-set version's (tests/test_treeg_speed.py).
 
+Batches (`retrieve_many`): a question's search is a generator that yields each hop's request
+and is sent the Adjacency, so many questions advance in lockstep with ONE round trip per
+hop for the union of their frontiers. A question reads only its own rows of the union: its
+topics at hop 0, and edges from its own beam ends after (expand_nodes), so its result is
+the one `retrieve` gives alone.
+
 Candidate set P_q: the sequences retained at EVERY hop 1..H, so answers nearer than H
 hops are not lost. Calibration and test must use the same rule (they call this function).
 """
@@ -36,9 +42,9 @@ from __future__ import annotations
 
 import math
 from collections import ChainMap
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -258,6 +264,34 @@ def retrieve_naive(
 
 
 Kept = tuple[RelPath, float, np.ndarray, np.ndarray]  # (path, cost, end nodes, predecessors)
+Fetch = tuple[Sequence[str], Sequence[int], bool]  # one hop's request: ids, node ids, names?
+Search = Generator[Fetch, Adjacency, tuple[list[str], list[list[Candidate]]]]
+
+
+class Job(NamedTuple):
+    """One question of `retrieve_many`."""
+
+    ctx: QueryContext
+    topics: list[str]
+    hint_bonus: HintBonus | None = None
+    hint_beta: float = 0.0
+
+
+def retrieve_many(
+    source: NeighbourSource,
+    scorer: Scorer,
+    jobs: Sequence[Job | tuple],
+    hops: int,
+    beam_width: int = 32,
+    active: int = 32,
+) -> list[Retrieval]:
+    """`retrieve` for many questions in lockstep: ONE round trip per hop for the whole batch
+    (the union of every question's frontier), and each result equals its own `retrieve`'s.
+    A result's `round_trips` counts the (shared) round trips its question took part in."""
+    _check(hops, beam_width, active)
+    adjacency = getattr(source, "adjacency", None) or DictAdjacency(source.neighbours).adjacency
+    searches = [_search(scorer, hops, beam_width, active, *Job(*job)) for job in jobs]
+    return _drive(adjacency, source, searches)
 
 
 def _retrieve(
@@ -272,10 +306,61 @@ def _retrieve(
     hint_bonus: HintBonus | None,
     hint_beta: float,
 ) -> Retrieval:
+    _check(hops, beam_width, active)
+    search = _search(scorer, hops, beam_width, active, ctx, topics, hint_bonus, hint_beta)
+    return _drive(fetch, source, [search])[0]
+
+
+def _check(hops: int, beam_width: int, active: int) -> None:
     if hops < 1 or beam_width < 1 or active < 1:
         raise ValueError("hops, beam_width and active must be >= 1")
+
+
+def _drive(
+    fetch: Callable[[Sequence[str], Sequence[int], bool], Adjacency],
+    source: NeighbourSource,
+    searches: list[Search],
+) -> list[Retrieval]:
+    """Run searches hop by hop together: per hop, one fetch for the union of their requests
+    (two only if some ask by id and others by node id, which lockstep never does)."""
+    out: list[Retrieval | None] = [None] * len(searches)
+    trips = [0] * len(searches)
+    replies: dict[int, Adjacency | None] = dict.fromkeys(range(len(searches)))
+    while replies:
+        pending: dict[int, Fetch] = {}
+        for k, adj in replies.items():
+            try:
+                pending[k] = searches[k].send(adj)  # type: ignore[arg-type]  # None starts it
+            except StopIteration as done:
+                topics, per_hop = done.value
+                out[k] = Retrieval(topics, per_hop, trips[k])
+        replies = {}
+        by_id = [k for k, ask in pending.items() if not len(ask[1])]
+        by_node = [k for k, ask in pending.items() if len(ask[1])]
+        for group in filter(None, (by_id, by_node)):
+            ids = list(dict.fromkeys(i for k in group for i in pending[k][0]))
+            nodes = sorted(set().union(*(pending[k][1] for k in group)))
+            before = source.round_trips
+            adj = fetch(ids, nodes, any(pending[k][2] for k in group))
+            for k in group:
+                trips[k] += source.round_trips - before
+                replies[k] = adj
+    return out  # type: ignore[return-value]  # every search has finished
+
+
+def _search(
+    scorer: Scorer,
+    hops: int,
+    beam_width: int,
+    active: int,
+    ctx: QueryContext,
+    topics: list[str],
+    hint_bonus: HintBonus | None,
+    hint_beta: float,
+) -> Search:
+    """TreeG for one question as a generator: yields each hop's request, is sent the
+    Adjacency (which may hold other questions' rows too), returns (topics, per hop)."""
     topics = list(dict.fromkeys(topics))
-    trips0 = source.round_trips
     named: list[Mapping[int, str]] = []  # node -> entity id, as round trips name them
     topic_nodes = np.zeros(0, dtype=np.int64)
     frontier: list[NodeBeam] = []
@@ -283,42 +368,60 @@ def _retrieve(
     for t in range(hops):
         last = t == hops - 1
         if t == 0:
-            adj = fetch(topics, [], last)
-            topic_nodes = np.array(list(adj.frontier), dtype=np.int64)
+            adj = yield topics, [], last
+            asked = set(topics)  # a batch's frontier holds every question's topics
+            topic_nodes = np.array(
+                [n for n, i in adj.frontier.items() if i in asked], dtype=np.int64
+            )
             frontier = [node_root(topic_nodes)] if len(topic_nodes) else []
         elif frontier:
-            adj = fetch([], np.unique(np.concatenate([b.ends for b in frontier])).tolist(), last)
+            adj = yield [], np.unique(np.concatenate([b.ends for b in frontier])).tolist(), last
+        else:
+            per_hop.append([])
+            continue
         named += [adj.frontier, adj.names]  # a cache may hand over its whole map: no copy
+        # expand_nodes reads only edges whose src is one of this question's beam ends
         children = expand_nodes(frontier, adj, topic_nodes) if frontier else None
         if children is None or not children.paths:
             per_hop.append([])
             frontier = []
             continue
-        paths = children.paths
-        costs = _costs(scorer, ctx, paths, hint_bonus, hint_beta)
-        # per parent: top-B children; then global top-A; ties break on the sequence
-        by_parent: dict[int, list[int]] = {}
-        for i, parent in enumerate(children.parents):
-            by_parent.setdefault(parent, []).append(i)
-        kept = [
-            i
-            for idx in by_parent.values()
-            for i in sorted(idx, key=lambda j: (costs[j], paths[j]))[:beam_width]
-        ]
-        kept = sorted(kept, key=lambda j: (costs[j], paths[j]))[:active]
+        kept = _keep(
+            children.paths, children.parents, scorer, ctx, beam_width, active, hint_bonus, hint_beta
+        )
         frontier = [children.beam(i) for i in kept]
         per_hop.append(
             [
-                (paths[i], float(costs[i]), b.ends, b.preds)
-                for i, b in zip(kept, frontier, strict=True)
+                (children.paths[i], float(c), b.ends, b.preds)
+                for (i, c), b in zip(kept.items(), frontier, strict=True)
             ]
         )
     names = ChainMap(*reversed(named))  # the latest hop's names first
-    return Retrieval(
-        topics,
-        [[_candidate(k, names) for k in hop] for hop in per_hop],
-        source.round_trips - trips0,
-    )
+    return topics, [[_candidate(k, names) for k in hop] for hop in per_hop]
+
+
+def _keep(
+    paths: list[RelPath],
+    parents: list[int],
+    scorer: Scorer,
+    ctx: QueryContext,
+    beam_width: int,
+    active: int,
+    hint_bonus: HintBonus | None,
+    hint_beta: float,
+) -> dict[int, float]:
+    """Kept children (index -> cost, best first): per parent its top-B, then the global
+    top-A; ties break on the sequence."""
+    costs = _costs(scorer, ctx, paths, hint_bonus, hint_beta)
+    by_parent: dict[int, list[int]] = {}
+    for i, parent in enumerate(parents):
+        by_parent.setdefault(parent, []).append(i)
+    kept = [
+        i
+        for idx in by_parent.values()
+        for i in sorted(idx, key=lambda j: (costs[j], paths[j]))[:beam_width]
+    ]
+    return {j: costs[j] for j in sorted(kept, key=lambda j: (costs[j], paths[j]))[:active]}
 
 
 def _candidate(kept: Kept, names: Mapping[int, str]) -> Candidate:

@@ -18,7 +18,9 @@ from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import scorer_for
 from cpr_neo4j.neo4j_server.browser import ask_link, ask_query
+from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.search.hints import HintProvider
+from cpr_neo4j.search.treeg import Retrieval
 from cpr_neo4j.stages.calibrate import GOLD, TEXT, tau_for, why_unattainable
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
 from cpr_neo4j.text import cvt_label, is_mid, mask_question
@@ -251,16 +253,78 @@ def answer(
     session: Session, text: str, entity: str | None = None, linked: Linked | None = None
 ) -> AskResult:
     """One question under an open session: link, search, cut at tau, record an :Ask."""
-    store, dataset, cal, tau = session.store, session.dataset, session.cal, session.tau
     linked = linked or link_question(session, text, entity)
-    topics, notes, masked = linked.topics, list(linked.notes), linked.masked
-    topic_ids = [t["id"] for t in topics]
-    retrieval = session.retriever.run(masked, topic_ids, text)
+    retrieval = session.retriever.run(linked.masked, _topic_ids(linked), text)
+    return _finish(session, [_cut(session, text, linked, retrieval)])[0]
+
+
+def ask_many(
+    session: Session, items: Iterable[tuple[str, str | None]], chunk: int = 64
+) -> Iterator[AskResult | CprError]:
+    """(question, entity) pairs in order: a result, or the CprError that question raised
+    (the others go on). Per `chunk` questions: one embedding batch, one round trip per hop
+    for all their searches, one name lookup and one write of their :Ask records."""
+    it = iter(items)
+    while pending := list(itertools.islice(it, chunk)):
+        yield from _answer_chunk(session, pending)
+
+
+def _answer_chunk(
+    session: Session, pending: list[tuple[str, str | None]]
+) -> list[AskResult | CprError]:
+    out: dict[int, AskResult | CprError] = {}
+    linked: dict[int, Linked] = {}
+    for i, (text, entity) in enumerate(pending):
+        try:
+            linked[i] = link_question(session, text, entity)
+        except CprError as exc:
+            out[i] = exc
+    session.retriever.scorer.questions([x.masked for x in linked.values()])
+    found = session.retriever.run_many(
+        [(x.masked, _topic_ids(x), pending[i][0], None) for i, x in linked.items()]
+    )
+    drafts: dict[int, Draft] = {}
+    for (i, x), retrieval in zip(linked.items(), found, strict=True):
+        if isinstance(retrieval, CprError):
+            out[i] = retrieval
+            continue
+        try:
+            drafts[i] = _cut(session, pending[i][0], x, retrieval)
+        except CprError as exc:
+            out[i] = exc
+    try:
+        out.update(zip(drafts, _finish(session, list(drafts.values())), strict=True))
+    except CprError as exc:  # the chunk's shared lookup or write: none was recorded
+        out.update(dict.fromkeys(drafts, exc))
+    return [out[i] for i in range(len(pending))]
+
+
+def _topic_ids(linked: Linked) -> list[str]:
+    return [t["id"] for t in linked.topics]
+
+
+@dataclass
+class Draft:
+    """One question between its search and its record: the set cut at tau, not yet named."""
+
+    text: str
+    linked: Linked
+    answers: list[Answer]
+    best_outside: Answer | None
+    relpaths: dict[str, RelPath]
+
+    def described(self) -> list[Answer]:
+        return self.answers + ([self.best_outside] if self.best_outside else [])
+
+
+def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> Draft:
+    """The answers within tau (or the best one outside) with their best paths."""
+    cal, tau = session.cal, session.tau
     ranked = retrieval.ranked_answers()
     if ranked and cal.get("centre"):  # the calibration's score: costs minus c x the best
         ranked = [(e, c) for e, c in centred(dict(ranked), cal["centre"]).items()]
     inside = [(e, c) for e, c in ranked if c <= tau]
-    relpaths = {}
+    relpaths: dict[str, RelPath] = {}
 
     def answer_at(rank: int, entity_id: str, cost: float) -> Answer:
         relpaths[entity_id], chain, _ = retrieval.witness(entity_id)
@@ -268,53 +332,71 @@ def answer(
 
     answers = [answer_at(i + 1, e, c) for i, (e, c) in enumerate(inside)]
     best_outside = answer_at(1, *ranked[0]) if not answers and ranked else None
-    described = answers + ([best_outside] if best_outside else [])
-    ids = sorted({e for a in described for e in a.entities})
-    names = records.entity_names(store, dataset, ids) if ids else {}  # one round trip
-    for a in described:
-        a.name = names.get(a.id, a.id)
-        a.entity_names = [names.get(e, e) for e in a.entities]
-        a.path = describe(relpaths[a.id], a.entities, names)
-    if session.no_guarantee:
-        notes.append(session.no_guarantee)
-    ask_id = uuid.uuid4().hex[:12]
-    record = {
-        "id": ask_id,
-        "dataset": dataset,
+    return Draft(text, linked, answers, best_outside, relpaths)
+
+
+def _finish(session: Session, drafts: list[Draft]) -> list[AskResult]:
+    """Name, record and report drafted questions: one name lookup and one :Ask write for
+    all of them (`session.save`, when set, takes each record and batches them itself)."""
+    if not drafts:
+        return []
+    ids = sorted({e for d in drafts for a in d.described() for e in a.entities})
+    names = records.entity_names(session.store, session.dataset, ids) if ids else {}
+    for d in drafts:
+        for a in d.described():
+            a.name = names.get(a.id, a.id)
+            a.entity_names = [names.get(e, e) for e in a.entities]
+            a.path = describe(d.relpaths[a.id], a.entities, names)
+    asks = [_record(session, d) for d in drafts]
+    if session.save is not None:
+        for record in asks:
+            session.save(record)
+    else:
+        records.save_asks(session.store, asks)  # one transaction
+    return [_result(session, d, record["id"]) for d, record in zip(drafts, asks, strict=True)]
+
+
+def _record(session: Session, d: Draft) -> dict:
+    """The (:Ask) record of one drafted question (graph/records.py `save_asks`)."""
+    cal = session.cal
+    return {
+        "id": uuid.uuid4().hex[:12],
+        "dataset": session.dataset,
         "props": {
-            "question": text,
-            "dataset": dataset,
+            "question": d.text,
+            "dataset": session.dataset,
             "alpha": session.alpha,
             "delta": session.delta,
-            "tau": tau,
+            "tau": session.tau,
             "guaranteed": session.no_guarantee is None,
             "n": cal["n"],
             "model_id": cal["model"],
             "calibration_id": cal["id"],
-            "answer_count": len(answers),
+            "answer_count": len(d.answers),
             "created": datetime.now(timezone.utc).isoformat(),
         },
-        "topics": topic_ids,
+        "topics": _topic_ids(d.linked),
         "answers": [
             {"id": a.id, "rank": a.rank, "cost": a.cost, "path": a.path}
-            | (_hops(a, relpaths[a.id]) if a.rank <= MAX_PATHS_RECORDED else {})
-            for a in answers
+            | (_hops(a, d.relpaths[a.id]) if a.rank <= MAX_PATHS_RECORDED else {})
+            for a in d.answers
         ],
     }
-    if session.save is not None:
-        session.save(record)
-    else:
-        records.save_asks(store, [record])
-    url, cypher = browser_link(store, ask_id)
+
+
+def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
+    cal = session.cal
+    notes = list(d.linked.notes) + ([session.no_guarantee] if session.no_guarantee else [])
+    url, cypher = browser_link(session.store, ask_id)
     return AskResult(
-        text,
-        dataset,
-        topics,
+        d.text,
+        session.dataset,
+        d.linked.topics,
         session.alpha,
-        tau,
+        session.tau,
         cal["n"],
-        answers,
-        best_outside,
+        d.answers,
+        d.best_outside,
         ask_id,
         cal["model"],
         cal["id"],
@@ -324,30 +406,6 @@ def answer(
         session.delta,
         None if session.no_guarantee else guarantee_sentence(session.alpha, session.delta),
     )
-
-
-def ask_many(
-    session: Session, items: Iterable[tuple[str, str | None]], chunk: int = 64
-) -> Iterator[AskResult | CprError]:
-    """(question, entity) pairs in order: a result, or the CprError that question raised
-    (the others go on). Question texts are embedded `chunk` at a time."""
-    it = iter(items)
-    while pending := list(itertools.islice(it, chunk)):
-        linked: list[Linked | CprError] = []
-        for text, entity in pending:
-            try:
-                linked.append(link_question(session, text, entity))
-            except CprError as exc:
-                linked.append(exc)
-        session.retriever.scorer.questions([x.masked for x in linked if isinstance(x, Linked)])
-        for (text, entity), found in zip(pending, linked, strict=True):
-            if isinstance(found, CprError):
-                yield found
-                continue
-            try:
-                yield answer(session, text, entity, found)
-            except CprError as exc:
-                yield exc
 
 
 def _hops(a: Answer, relpath) -> dict:

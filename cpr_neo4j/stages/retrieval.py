@@ -8,9 +8,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from cpr_neo4j.config import cpr_home
-from cpr_neo4j.errors import BadInput, Conflict
+from cpr_neo4j.errors import BadInput, Conflict, CprError
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH
@@ -24,7 +25,7 @@ from cpr_neo4j.search.hints import (
     VllmHints,
     hint_bonus,
 )
-from cpr_neo4j.search.treeg import Retrieval, retrieve
+from cpr_neo4j.search.treeg import Job, Retrieval, retrieve, retrieve_many
 
 # Relations around the topic entity for the hint prompt: entities looked at per hop beyond
 # the first (sorted ids, so the list is reproducible); hubs would otherwise cost seconds.
@@ -99,6 +100,7 @@ def hint_provider(
     )
 
 
+T = TypeVar("T")
 SourceFor = Callable[[str], NeighbourSource]  # question id -> its scoped NeighbourSource
 
 
@@ -184,6 +186,37 @@ class Retriever:
         `question`: the dataset's question id, needed under SUBGRAPH scope."""
         s = self.settings
         source = self.scoped(question)
+        job = self.job(masked_question, topics, question)
+        return retrieve(
+            source,
+            self.scorer,
+            job.ctx,
+            job.topics,
+            s.hops,
+            s.beam_width,
+            s.active,
+            hint_bonus=job.hint_bonus,
+            hint_beta=job.hint_beta,
+        )
+
+    def run_many(
+        self, items: Sequence[tuple[str, list[str], str | None, str | None]]
+    ) -> list[Retrieval | CprError]:
+        """`run` for many (masked question, topics, text, question id) at once: under GRAPH
+        scope all of them in lockstep, one round trip per hop for the batch; under SUBGRAPH
+        each searches its own subgraph alone. A question's CprError (its hints, its scope)
+        takes its place in the list; the others go on."""
+        if self.settings.scope == SUBGRAPH:
+            return [_or_error(self.run, *item) for item in items]
+        jobs = [_or_error(self.job, masked, topics, qid) for masked, topics, _, qid in items]
+        s = self.settings
+        ok = [j for j in jobs if isinstance(j, Job)]
+        found = iter(retrieve_many(self.source, self.scorer, ok, s.hops, s.beam_width, s.active))
+        return [next(found) if isinstance(j, Job) else j for j in jobs]
+
+    def job(self, masked_question: str, topics: list[str], question: str | None = None) -> Job:
+        """What TreeG needs for one question: its embedding, topics and hint bonus."""
+        s = self.settings
         bonus = None
         if s.hint_beta and topics:
             chains = self.hints.hints(
@@ -192,17 +225,14 @@ class Retriever:
             if chains:
                 bonus = hint_bonus(self.scorer, self.scorer.relation_text, chains)
         ctx = self.scorer.question(masked_question)
-        return retrieve(
-            source,
-            self.scorer,
-            ctx,
-            topics,
-            s.hops,
-            s.beam_width,
-            s.active,
-            hint_bonus=bonus,
-            hint_beta=s.hint_beta if bonus else 0.0,
-        )
+        return Job(ctx, topics, bonus, s.hint_beta if bonus else 0.0)
+
+
+def _or_error(fn: Callable[..., T], *args: Any) -> T | CprError:
+    try:
+        return fn(*args)
+    except CprError as exc:
+        return exc
 
 
 def calibration_id(
