@@ -79,6 +79,10 @@ class CachedAdjacency:
     def _resolve(self, ids: Sequence[str], nodes: Sequence[int]) -> list[int]:
         """Node ids of the entities asked for that the graph has (in order, once each),
         fetching the rows not cached yet: by node id when known, else by entity id."""
+        if not nodes:  # fast path (PUCT asks for one or two cached entities at a time)
+            known = [self._node.get(i) for i in ids]
+            if all(n is not None and n in self._rows for n in known):
+                return list(dict.fromkeys(known))  # type: ignore[arg-type]
         wanted = [self._node.get(i, i) for i in dict.fromkeys(ids) if i not in self._absent]
         wanted += list(nodes)
         by_id = [i for i in wanted if isinstance(i, str)]
