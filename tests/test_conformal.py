@@ -192,6 +192,9 @@ def test_ranks_and_set_sizes_match_brute_force():
         assert qs.set_size_sum(tau, cum) == want
         sizes = [len(answer_set(r.answer_costs, tau)) for r in recs]
         assert qs.sizes(tau).tolist() == sizes
+    compact = Queries([r.scored() for r in recs])  # what `cpr eval` keeps per question
+    for field in ("score", "rank", "hits1", "n_answers", "sorted_costs", "sorted_q"):
+        assert np.array_equal(getattr(compact, field), getattr(qs, field)), field
 
 
 def test_evaluate_at_scale_gives_every_row():

@@ -3,6 +3,7 @@
 from cpr_neo4j.conformal.evaluate import (
     EvalResults,
     QuestionRecord,
+    ScoredQuestion,
     evaluate,
     record_from_retrieval,
 )
@@ -16,6 +17,7 @@ from cpr_neo4j.conformal.threshold import (
 __all__ = [
     "EvalResults",
     "QuestionRecord",
+    "ScoredQuestion",
     "answer_set",
     "conformal_rank",
     "conformal_threshold",

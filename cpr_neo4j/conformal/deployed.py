@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.evaluate import Queries, QuestionRecord, RowTable, pac_name
+from cpr_neo4j.conformal.evaluate import Queries, Record, RowTable, pac_name
 from cpr_neo4j.conformal.threshold import rank
 
 BOOT_CHUNK = 100  # bootstrap replicates per numpy batch (bounds memory on big test splits)
@@ -162,8 +162,8 @@ def ks_test(method: str, cal_scores: np.ndarray, test_scores: np.ndarray) -> Exc
 
 
 def deployed(
-    cal_by_method: Mapping[str, Sequence[QuestionRecord]],
-    test_by_method: Mapping[str, Sequence[QuestionRecord]],
+    cal_by_method: Mapping[str, Sequence[Record]],
+    test_by_method: Mapping[str, Sequence[Record]],
     alphas: Sequence[float],
     boot: int = 1000,
     seed: int = 0,

@@ -54,6 +54,34 @@ class QuestionRecord:
             top=d.get("top"),
         )
 
+    def scored(self) -> ScoredQuestion:
+        """The compact form the metrics need (the candidates' ids dropped)."""
+        costs = np.fromiter(self.answer_costs.values(), float, len(self.answer_costs))
+        score = nonconformity(self.answer_costs, self.gold)
+        rank = math.inf
+        if math.isfinite(score):  # ties at the gold cost go by entity id
+            tied = [a for a, c in self.answer_costs.items() if c == score]
+            first_gold = min(a for a in tied if a in self.gold)
+            rank = float((costs < score).sum() + 1 + sum(a < first_gold for a in tied))
+        return ScoredQuestion(self.qid, costs, score, rank, self.top in self.gold)
+
+
+@dataclass(frozen=True)
+class ScoredQuestion:
+    """A QuestionRecord reduced to numbers: every candidate's cost, the nonconformity score,
+    the best gold answer's rank under (cost, entity id) and whether the top answer is gold.
+    A 3-hop question has thousands of candidates; a full evaluation keeps tens of thousands
+    of these per method, so an array instead of a dict of id -> cost (about 10x smaller)."""
+
+    qid: str
+    costs: np.ndarray
+    score: float
+    rank: float
+    hit1: bool
+
+
+Record = QuestionRecord | ScoredQuestion  # what the views accept, one kind per list
+
 
 def record_from_retrieval(qid: str, gold: Sequence[str], retrieval: Any) -> QuestionRecord:
     """Numbers the evaluation needs from a treeg.Retrieval (duck-typed: no search import)."""
@@ -113,33 +141,17 @@ class EvalResults(RowTable):
 class Queries:
     """One method's records as flat arrays (shared with conformal.deployed)."""
 
-    def __init__(self, records: Sequence[QuestionRecord]):
-        n = len(records)
-        self.score = np.array([nonconformity(r.answer_costs, r.gold) for r in records])
-        self.hits1 = np.array([r.top is not None and r.top in r.gold for r in records])
+    def __init__(self, records: Sequence[Record]):
+        scored = [r if isinstance(r, ScoredQuestion) else r.scored() for r in records]
+        self.score = np.array([r.score for r in scored], dtype=float)
+        self.hits1 = np.array([r.hit1 for r in scored], dtype=bool)
         self.recall = np.isfinite(self.score)
-        self.n_answers = np.array([len(r.answer_costs) for r in records])
-        costs = np.fromiter((c for r in records for c in r.answer_costs.values()), float)
-        qidx = np.repeat(np.arange(n), self.n_answers)
+        self.n_answers = np.array([len(r.costs) for r in scored], dtype=np.int64)
+        self.rank = np.array([r.rank for r in scored], dtype=float)
+        costs = np.concatenate([r.costs for r in scored]) if scored else np.zeros(0)
+        qidx = np.repeat(np.arange(len(scored), dtype=np.int32), self.n_answers)  # 4 B each
         order = np.argsort(costs, kind="stable")
         self.sorted_costs, self.sorted_q = costs[order], qidx[order]
-        self.rank = self._gold_ranks(records, costs, qidx)
-
-    def _gold_ranks(
-        self, records: Sequence[QuestionRecord], costs: np.ndarray, qidx: np.ndarray
-    ) -> np.ndarray:
-        """1-based rank of the best gold answer under the order (cost, entity id); inf if none."""
-        n = len(records)
-        below = np.bincount(qidx, weights=costs < self.score[qidx], minlength=n)
-        rank = np.where(self.recall, below + 1.0, np.inf)
-        # ties at the gold cost (common: all ends of a sequence share its cost) go by entity id
-        tie_q = np.unique(qidx[costs == self.score[qidx]])
-        for q in tie_q.tolist():
-            r, s = records[q], self.score[q]
-            tied = [a for a, c in r.answer_costs.items() if c == s]
-            first_gold = min(a for a in tied if a in r.gold)
-            rank[q] += sum(a < first_gold for a in tied)
-        return rank
 
     def set_size_sum(self, tau: float, cum_test: np.ndarray) -> int:
         """Total answer-set size over test questions; cum_test = cumsum of test flags."""
@@ -152,7 +164,7 @@ class Queries:
 
 
 def evaluate(
-    records_by_method: Mapping[str, Sequence[QuestionRecord]],
+    records_by_method: Mapping[str, Sequence[Record]],
     alphas: Sequence[float],
     repeats: int = 20,
     cal_size: int | None = None,
@@ -243,12 +255,12 @@ def _notes(rows: list[Row], n_cal: int) -> list[str]:
 
 
 def _aligned(
-    records_by_method: Mapping[str, Sequence[QuestionRecord]],
-) -> dict[str, list[QuestionRecord]]:
+    records_by_method: Mapping[str, Sequence[Record]],
+) -> dict[str, list[Record]]:
     """Every method's records in the first method's question order."""
     if not records_by_method:
         raise BadInput("no methods to evaluate")
-    out: dict[str, list[QuestionRecord]] = {}
+    out: dict[str, list[Record]] = {}
     order: list[str] | None = None
     for m, recs in records_by_method.items():
         by_id = {r.qid: r for r in recs}

@@ -31,6 +31,7 @@ from cpr_neo4j.conformal.deployed import DeployedResults, ci_test_only, deployed
 from cpr_neo4j.conformal.evaluate import (
     EvalResults,
     QuestionRecord,
+    ScoredQuestion,
     evaluate,
     record_from_retrieval,
 )
@@ -188,12 +189,19 @@ def questions(
 
 
 def _records(
-    retriever: Retriever, qs: list[qsel.Question], tick: Callable[[], None]
-) -> list[QuestionRecord]:
-    out = []
+    retriever: Retriever,
+    qs: list[qsel.Question],
+    tick: Callable[[], None],
+    centres: list[float],
+) -> dict[float, list[ScoredQuestion]]:
+    """Each question's record per centre, reduced to numbers as it comes (a full 3-hop run
+    would otherwise hold a dict of thousands of candidates per question and method)."""
+    out: dict[float, list[ScoredQuestion]] = {c: [] for c in centres}
     for q in qs:
         found = retriever.run(q.masked, q.topics, q.text, q.id)
-        out.append(record_from_retrieval(q.id, q.answers, found))
+        raw = record_from_retrieval(q.id, q.answers, found)
+        for c in centres:
+            out[c].append(centred_record(raw, c).scored())
         tick()
     return out
 
@@ -240,8 +248,8 @@ def run(
 
     encoder = TextEncoder()
     step = progress or (lambda name, n: lambda: None)
-    cal_by: dict[str, list[QuestionRecord]] = {}
-    test_by: dict[str, list[QuestionRecord]] = {}
+    cal_by: dict[str, list[ScoredQuestion]] = {}
+    test_by: dict[str, list[ScoredQuestion]] = {}
     used: dict[str, str] = {}
     for method in s.methods:
         scorer, used[METHODS[method]] = _scorer(store, method, meta, encoder, say)
@@ -249,14 +257,16 @@ def run(
         scorer.questions([q.masked for q in everyone])
         retriever.prefetch([(q.masked, q.topics, q.id) for q in everyone])  # hints: one batch
         tick = step(METHODS[method], len(everyone))
-        cal_raw, test_raw = _records(retriever, cal_qs, tick), _records(retriever, test_qs, tick)
         # every method's row scores as `cpr calibrate` does (costs centred by s.centre); the
         # extra CPR rows try other centres on the same retrievals
         centres = [s.centre, *(c for c in s.centres if c != s.centre and method == "cpr")]
+        cal_c, test_c = (
+            _records(retriever, cal_qs, tick, centres),
+            _records(retriever, test_qs, tick, centres),
+        )
         for c in centres:
             name = METHODS[method] if c == s.centre else centred_name(c)
-            cal_by[name] = [centred_record(r, c) for r in cal_raw]
-            test_by[name] = [centred_record(r, c) for r in test_raw]
+            cal_by[name], test_by[name] = cal_c[c], test_c[c]
     cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
     hint_rows = {m: s.hint_mode for m in cal_by}
     headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta)
