@@ -1,6 +1,6 @@
 """`cpr serve` under 8 concurrent clients against one `cpr ask` process per question.
 
-    python bench/serve.py [--questions 200] [--clients 8] [--baseline 5]
+    python bench/serve.py [--questions 200] [--clients 8] [--baseline 5] [--unbatched]
     python bench/serve.py --fault   # Neo4j stopped and started again under that load
 
 Starts `cpr serve` on a free loopback port, asks MetaQA 2-hop test questions (texts from
@@ -40,8 +40,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, scorers: int, log: Path) -> subprocess.Popen:
+def start_server(port: int, scorers: int, log: Path, batch: bool = True) -> subprocess.Popen:
     cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers)]
+    cmd += [] if batch else ["--no-batch"]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -110,13 +111,17 @@ def neo4j_pid() -> int | None:
 
 
 def bench_server(
-    args: argparse.Namespace, bodies: list[dict], warmup: list[dict], ask_ids: list[str]
+    args: argparse.Namespace,
+    bodies: list[dict],
+    warmup: list[dict],
+    ask_ids: list[str],
+    batch: bool = True,
 ) -> tuple[float, float]:
     """Print and return (p50 ms, questions/s) of `cpr serve` under concurrent clients."""
     port = free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
     began = time.perf_counter()
-    proc = start_server(port, args.scorers, log)
+    proc = start_server(port, args.scorers, log, batch)
     print(f"cpr serve ready in {time.perf_counter() - began:.1f} s (log {log})")
     try:
         url = f"http://127.0.0.1:{port}/ask"
@@ -143,7 +148,8 @@ def bench_server(
     answers = statistics.mean(len(b["answers"]) for b in ok) if ok else 0.0
     print(
         f"MetaQA {args.hops}-hop test, {len(bodies)} questions, alpha {args.alpha}, "
-        f"{args.clients} concurrent clients, {args.scorers} scorer(s) per model"
+        f"{args.clients} concurrent clients, {args.scorers} scorer(s) per model, "
+        + ("searches batched" if batch else "each search alone (--no-batch)")
     )
     print(
         f"  cpr serve: p50 {p50:.0f} ms, p99 {p99:.0f} ms, {qps:.2f} questions/s "
@@ -248,6 +254,11 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.1)
     ap.add_argument("--hops", type=int, default=2)
     ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")
+    ap.add_argument(
+        "--unbatched",
+        action="store_true",
+        help="also run `cpr serve --no-batch` (each search alone) and print the ratio",
+    )
     ap.add_argument("--fault", action="store_true", help="stop and start Neo4j under load")
     ap.add_argument("--fault-at", type=float, default=15, help="seconds of load before/after")
     ap.add_argument("--fault-for", type=float, default=10, help="seconds Neo4j stays down")
@@ -269,6 +280,12 @@ def main() -> None:
             fault_run(args, bodies, ask_ids)
             return
         p50, qps = bench_server(args, bodies, warm, ask_ids)
+        if args.unbatched:
+            p50_alone, qps_alone = bench_server(args, bodies, warm, ask_ids, batch=False)
+            print(
+                f"  ratio, batched against each search alone: {qps / qps_alone:.2f}x the "
+                f"questions/s, p50 {p50_alone / p50:.2f}x lower"
+            )
         if args.baseline > 0:
             texts = [q.text for q in qs[: args.baseline]]
             seconds, cli_ids = cli_baseline(texts, args.alpha, args.hops)

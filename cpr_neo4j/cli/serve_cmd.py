@@ -36,6 +36,13 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
     help="Threads per torch operation; requests already run in parallel, and more threads "
     "per operation oversubscribe the cores.",
 )
+@click.option(
+    "--batch/--no-batch",
+    default=True,
+    show_default=True,
+    help="Concurrent requests to one model search together (one Neo4j round trip per hop "
+    "for the batch) rather than each alone.",
+)
 @click.option("--access-log/--no-access-log", default=False, show_default=True)
 @hint_options(beta=False)  # every request uses the calibration's beta; mode and prompt checked
 def serve(
@@ -44,6 +51,7 @@ def serve(
     scorers: int,
     warm: bool,
     torch_threads: int,
+    batch: bool,
     access_log: bool,
     llm_url: str | None,
     llm_model: str | None,
@@ -62,7 +70,9 @@ def serve(
 
     torch.set_num_threads(torch_threads)
 
-    app = create_app(token=token, scorers_per_model=scorers, warm=warm, hints=hints)
+    app = create_app(
+        token=token, scorers_per_model=scorers, warm=warm, hints=hints, batch_searches=batch
+    )
     shown = f"[{host}]" if ":" in host else host
     auth = f"bearer token from ${TOKEN_ENV} required" if token else "none (loopback only)"
     click.echo(f"cpr serve on http://{shown}:{port}  (API docs: /docs; auth: {auth})", err=True)

@@ -17,6 +17,7 @@ from cpr_neo4j.stages.ask import open_session
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
     from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.serve.batch import SearchBatcher
     from cpr_neo4j.serve.cache import ScorerPool
 
 
@@ -76,9 +77,11 @@ def answer(
     req: AskRequest,
     hints: HintProvider | None = None,
     writer: AskWriter | None = None,
+    batcher: SearchBatcher | None = None,
 ) -> AskResponse:
+    """One request; with `batcher`, its search runs in a batch with concurrent requests'."""
     dataset, cal = calibration_for(store, req)
-    with pool.lease(cal["model"]):
+    with pool.lease(cal["model"]):  # open_session builds its retriever with a scorer
         session = open_session(
             store,
             req.alpha,
@@ -95,6 +98,10 @@ def answer(
         )
         if writer is not None:
             session.save = writer.saver(store)
+        if batcher is None:
+            r = answer_one(session, req.question, req.entity)
+    if batcher is not None:
+        batcher.attach(session)  # the batch leases a scorer of its own
         r = answer_one(session, req.question, req.entity)
 
     def out(a) -> AnswerOut:

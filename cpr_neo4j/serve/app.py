@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,6 +21,7 @@ from cpr_neo4j.graph import records
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.serve.answer import AskWriter, answer, classify
 from cpr_neo4j.serve.auth import bearer_check
+from cpr_neo4j.serve.batch import SearchBatcher
 from cpr_neo4j.serve.cache import ScorerPool
 from cpr_neo4j.serve.graph import StoreHolder, is_unavailable
 from cpr_neo4j.serve.schemas import (
@@ -32,6 +34,7 @@ from cpr_neo4j.serve.schemas import (
 )
 
 log = logging.getLogger("cpr.serve")
+BATCH_THREADS = 8  # /ask/batch items in flight at once
 
 ERRORS = {
     400: "Bad input: unknown or ambiguous entity, an alpha the calibration cannot honour",
@@ -83,14 +86,17 @@ def create_app(
     warm: bool = False,
     retry_time: float = 3.0,
     hints: HintProvider | None = None,
+    batch_searches: bool = True,
 ) -> FastAPI:
     """settings: Neo4j (default: NEO4J_* or the local server); token: required bearer token
     (None: no auth, for loopback); warm: load models at start-up rather than on first ask;
     hints: the relation-hint provider every request uses (its mode must match the
-    calibration's, else 409)."""
+    calibration's, else 409); batch_searches: concurrent requests search in one TreeG
+    batch (serve/batch.py), else each alone."""
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
     writer = AskWriter()
+    batcher = SearchBatcher(pool) if batch_searches else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -137,22 +143,25 @@ def create_app(
     )
     def ask(req: AskRequest) -> AskResponse:
         """Answer one question: a conformal answer set with each answer's best path."""
-        return answer(holder.get(), pool, req, hints, writer)
+        return answer(holder.get(), pool, req, hints, writer, batcher)
 
     @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 422, 503))
     def ask_batch(batch: BatchRequest) -> BatchResponse:
-        """Answer many questions in order; one item's bad input fails that item only."""
+        """Answer many questions (results in order); one item's bad input fails that item
+        only. Items run on a few threads at once, so their searches share batches."""
         store = holder.get()
-        results = []
-        for req in batch.requests:
+
+        def one(req: AskRequest) -> BatchItem:
             try:
-                results.append(BatchItem(result=answer(store, pool, req, hints, writer)))
+                return BatchItem(result=answer(store, pool, req, hints, writer, batcher))
             except Exception as exc:
                 body = classify(exc)
                 if body is None or body.status == 503:
                     raise  # a bug, or Neo4j gone: the whole batch fails
-                results.append(BatchItem(error=body))
-        return BatchResponse(results=results)
+                return BatchItem(error=body)
+
+        with ThreadPoolExecutor(min(BATCH_THREADS, len(batch.requests))) as threads:
+            return BatchResponse(results=list(threads.map(one, batch.requests)))
 
     @app.get("/calibrations", responses=_responses(401, 503))
     def calibrations(

@@ -1,0 +1,83 @@
+"""Concurrent requests search together: one TreeG batch per model and settings.
+
+Each request still links, cuts at its own tau and writes its own record, but its search is
+queued; the thread that finds no search running takes the queue and runs it as one
+lockstep batch (treeg.retrieve_many): one Neo4j round trip per hop for all of them, one
+scorer lease instead of one per request, and the questions embedded in one call. Alpha
+does not enter the search, so requests with different alphas share a batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.serve.coalesce import Coalescer
+from cpr_neo4j.stages.retrieval import Retriever
+
+if TYPE_CHECKING:
+    from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.search.treeg import Retrieval
+    from cpr_neo4j.serve.cache import ScorerPool
+    from cpr_neo4j.stages.ask import Session
+    from cpr_neo4j.stages.retrieval import RetrievalSettings
+
+Item = tuple[str, list[str], str | None, str | None]  # masked, topics, text, question id
+
+
+class SearchBatcher:
+    """Routes a session's searches through the batch of its (store, dataset, model,
+    settings, hint provider)."""
+
+    def __init__(self, pool: ScorerPool):
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._batches: dict[tuple, Coalescer[Item, Retrieval | CprError]] = {}
+
+    def attach(self, session: Session) -> None:
+        r = session.retriever
+        model = session.cal["model"]
+        key = (id(session.store), session.dataset, model, r.settings, id(r.hints))
+        with self._lock:
+            calls = self._batches.get(key)
+            if calls is None:
+                run = partial(self._run, session.store, session.dataset, model, r.settings, r.hints)
+                calls = self._batches[key] = Coalescer(run)
+        session.retriever = BatchedRetriever(calls, r.settings)  # type: ignore[assignment]
+
+    def _run(
+        self,
+        store: GraphStore,
+        dataset: str,
+        model: str,
+        settings: RetrievalSettings,
+        hints: HintProvider,
+        items: list[Item],
+    ) -> Sequence[Retrieval | CprError]:
+        with self._pool.lease(model) as scorer:
+            scorer.questions([masked for masked, *_ in items])  # one encoder call
+            return Retriever(store, dataset, scorer, settings, hints).run_many(items)
+
+
+class BatchedRetriever:
+    """The part of Retriever the ask stage uses for one question: `run` (and `settings`)."""
+
+    def __init__(self, calls: Coalescer[Item, Retrieval | CprError], settings: RetrievalSettings):
+        self._calls = calls
+        self.settings = settings
+
+    def run(
+        self,
+        masked_question: str,
+        topics: list[str],
+        text: str | None = None,
+        question: str | None = None,
+    ) -> Retrieval:
+        found = self._calls.submit((masked_question, topics, text, question))
+        if isinstance(found, CprError):
+            raise found
+        return found
