@@ -15,10 +15,12 @@ from cpr_neo4j.conformal.evaluate import (
     QuestionRecord,
     evaluate,
     record_from_retrieval,
+    scored_columns,
 )
 from cpr_neo4j.conformal.report import pooled_table, write_report
 from cpr_neo4j.conformal.threshold import (
     answer_set,
+    centred,
     conformal_rank,
     conformal_threshold,
     nonconformity,
@@ -195,6 +197,21 @@ def test_ranks_and_set_sizes_match_brute_force():
     compact = Queries([r.scored() for r in recs])  # what `cpr eval` keeps per question
     for field in ("score", "rank", "hits1", "n_answers", "sorted_costs", "sorted_q"):
         assert np.array_equal(getattr(compact, field), getattr(qs, field)), field
+
+
+def test_scored_columns_equal_the_dict_records():
+    """`cpr eval` scores columns; the numbers must be the dict records' own, ties included."""
+    for r in _synthetic(300, seed=7):
+        ids, costs = list(r.answer_costs), np.fromiter(r.answer_costs.values(), float)
+        centres = (0.0, 0.97, 1.0)
+        for centre, got in zip(
+            centres, scored_columns(r.qid, r.gold, ids, costs, centres), strict=True
+        ):
+            want = QuestionRecord(r.qid, r.gold, centred(r.answer_costs, centre), r.top).scored()
+            assert (got.score, got.rank, got.hit1) == (want.score, want.rank, want.hit1)
+            assert np.array_equal(got.costs, want.costs)
+    (empty,) = scored_columns("q", frozenset({"a"}), [], np.zeros(0))
+    assert math.isinf(empty.score) and math.isinf(empty.rank) and not empty.hit1
 
 
 def test_evaluate_at_scale_gives_every_row():

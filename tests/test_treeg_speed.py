@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from bench.ask import NeighboursV1, retrieve_v1
+from cpr_neo4j.conformal.evaluate import QuestionRecord, scored_columns
+from cpr_neo4j.conformal.threshold import centred
 from cpr_neo4j.graph.ingest import ingest
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.search.base import InMemoryGraph, RelPath, Step
-from cpr_neo4j.search.treeg import retrieve
+from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
 from tests.conftest import drop_dataset
 from tests.test_ingest import _dataset
@@ -85,8 +87,24 @@ def test_same_candidates_as_v1_on_metaqa(metaqa_ready, hops):
             old = retrieve_v1(old_src, scorer, q.masked, q.topics, hops)
             assert new.per_hop == old.per_hop, q.id
             assert new_src.round_trips == old_src.round_trips, q.id
+            _same_eval_numbers(q, new, old)
             if all(new.per_hop[:-1]):  # a hop that keeps nothing leaves nothing to fetch
                 assert new_src.round_trips == hops, q.id
+
+
+def _same_eval_numbers(q: qsel.Question, new: Retrieval, old: Retrieval) -> None:
+    """`cpr eval`'s columns (new) give the numbers the dict records (old) give."""
+    ids, costs = new.answer_columns()
+    assert dict(zip(ids, costs.tolist(), strict=True)) == old.answer_costs(), q.id
+    ranked = old.ranked_answers()
+    gold = frozenset(q.answers)
+    centres = (0.0, 0.97, 1.0)
+    for centre, got in zip(centres, scored_columns(q.id, gold, ids, costs, centres), strict=True):
+        rec = QuestionRecord(q.id, gold, centred(old.answer_costs(), centre))
+        rec.top = ranked[0][0] if ranked else None
+        want = rec.scored()
+        assert (got.score, got.rank, got.hit1) == (want.score, want.rank, want.hit1), q.id
+        assert np.array_equal(np.sort(got.costs), np.sort(want.costs)), q.id  # any order
 
 
 HUB = [("hub", "likes", f"x{i}") for i in (5, 1, 4, 2, 3)] + [

@@ -37,7 +37,6 @@ class CachedAdjacency:
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> (steps, dst)
         self._absent: set[str] = set()  # ids the graph does not have
         self._edges: dict[int, list[Edge]] = {}  # node -> its rows in the dict form
-        self._edges: dict[int, list[Edge]] = {}  # node -> its rows in the dict form
 
     @property
     def round_trips(self) -> int:
@@ -83,6 +82,10 @@ class CachedAdjacency:
             known = [self._node.get(i) for i in ids]
             if all(n is not None and n in self._rows for n in known):
                 return list(dict.fromkeys(known))  # type: ignore[arg-type]
+        elif not ids:  # fast path (TreeG's later hops: thousands of node ids, mostly cached)
+            asked = list(dict.fromkeys(nodes))
+            if all(map(self._rows.__contains__, asked)):
+                return asked
         wanted = [self._node.get(i, i) for i in dict.fromkeys(ids) if i not in self._absent]
         wanted += list(nodes)
         by_id = [i for i in wanted if isinstance(i, str)]

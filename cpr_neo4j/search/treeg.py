@@ -147,22 +147,31 @@ class Retrieval:
 
     def _answer_costs_by_node(self, cands: list[Candidate]) -> dict[str, float]:
         """answer_costs over node columns; keeps the end nodes' names for `witness`."""
-        ends = [c.ends for c in cands]
-        nodes = np.concatenate([e.nodes for e in ends])  # type: ignore[attr-defined]
-        costs = np.repeat([c.cost for c in cands], [len(e) for e in ends])
-        order = np.lexsort((costs, nodes))
-        nodes, costs = nodes[order], costs[order]
-        first = np.ones(len(nodes), dtype=bool)
-        first[1:] = nodes[1:] != nodes[:-1]
-        names = ends[0].names  # type: ignore[attr-defined]
+        nodes, costs = _best_by_node(cands)
+        names = cands[0].ends.names  # type: ignore[attr-defined]
         topics = set(self.topics)
         best: dict[str, float] = {}
-        for n, c in zip(nodes[first].tolist(), costs[first].tolist(), strict=True):
+        for n, c in zip(nodes.tolist(), costs.tolist(), strict=True):
             name = names[n]
             self._node_of[name] = n
             if name not in topics:
                 best[name] = c
         return best
+
+    def answer_columns(self) -> tuple[list[str], np.ndarray]:
+        """answer_costs as (entity ids, costs) columns, for callers that only need numbers
+        (`cpr eval`: a 3-hop question has thousands of answers; a dict costs more)."""
+        cands = self.candidates()
+        if not (cands and all(isinstance(c.ends, Ends) for c in cands)):
+            best = self.answer_costs()
+            return list(best), np.fromiter(best.values(), float, len(best))
+        nodes, costs = _best_by_node(cands)
+        ids = _name_all(cands[0].ends.names, nodes.tolist())  # type: ignore[attr-defined]
+        topics = set(self.topics)
+        keep = ~np.fromiter(map(topics.__contains__, ids), bool, len(ids))
+        if keep.all():
+            return ids, costs
+        return [i for i, k in zip(ids, keep.tolist(), strict=True) if k], costs[keep]
 
     def ranked_answers(self) -> list[tuple[str, float]]:
         """(entity, cost) by cost, ties by entity id; the first is the Hits@1 answer."""
@@ -201,6 +210,32 @@ class Retrieval:
             assert pred is not None  # only hop-0 entities (topics) lack a predecessor
             chain.append(pred)
         return chain[::-1]
+
+
+def _name_all(names: Mapping[int, str], nodes: list[int]) -> list[str]:
+    """names[n] for every node, map by map at C speed (a ChainMap looks up in Python; with
+    a shared cache its first map names them all)."""
+    maps = names.maps if isinstance(names, ChainMap) else [names]
+    out = list(map(maps[0].get, nodes))
+    for m in maps[1:]:
+        if None not in out:
+            break
+        out = [o if o is not None else m.get(n) for o, n in zip(out, nodes, strict=True)]
+    if None in out:  # a node vanished between two hops' round trips
+        raise RuntimeError(f"the graph changed during retrieval (node {nodes[out.index(None)]})")
+    return out  # type: ignore[return-value]
+
+
+def _best_by_node(cands: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+    """(end node, min cost over the candidates ending there), by node id."""
+    ends = [c.ends for c in cands]
+    nodes = np.concatenate([e.nodes for e in ends])  # type: ignore[attr-defined]
+    costs = np.repeat([c.cost for c in cands], [len(e) for e in ends])
+    order = np.lexsort((costs, nodes))
+    nodes, costs = nodes[order], costs[order]
+    first = np.ones(len(nodes), dtype=bool)
+    first[1:] = nodes[1:] != nodes[:-1]
+    return nodes[first], costs[first]
 
 
 class AdjacencySource(Protocol):

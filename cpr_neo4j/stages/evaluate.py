@@ -33,7 +33,7 @@ from cpr_neo4j.conformal.evaluate import (
     QuestionRecord,
     ScoredQuestion,
     evaluate,
-    record_from_retrieval,
+    scored_columns,
 )
 from cpr_neo4j.conformal.report import write_report
 from cpr_neo4j.conformal.threshold import centred
@@ -199,9 +199,10 @@ def _records(
     out: dict[float, list[ScoredQuestion]] = {c: [] for c in centres}
     for q in qs:
         found = retriever.run(q.masked, q.topics, q.text, q.id)
-        raw = record_from_retrieval(q.id, q.answers, found)
-        for c in centres:
-            out[c].append(centred_record(raw, c).scored())
+        ids, costs = found.answer_columns()
+        scored = scored_columns(q.id, frozenset(q.answers), ids, costs, centres)
+        for c, one in zip(centres, scored, strict=True):
+            out[c].append(one)
         tick()
     return out
 
