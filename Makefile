@@ -82,7 +82,7 @@ bench: neo4j
 # under the deployed protocol on the test split; then the mixed setting (every hop count).
 # About two and a half hours on 2 cores.
 RESULTS := docs/results
-EVAL_3HOP_ARGS ?= --max-questions 5000
+EVAL_3HOP_ARGS ?=
 results: neo4j
 	$(CPR) ingest metaqa
 	for h in 1 2 3; do \

@@ -115,6 +115,44 @@ def test_concurrent_asks_match_sequential_ones(client, asked):
         assert r.json()["answers"] == alone[q]
 
 
+def test_neighbour_rows_are_cached_across_requests(client, asked):
+    """Hubs are fetched from Neo4j once per server, not per request: asking again costs
+    no round trip, and gives the same answers."""
+    first = ask(client, asked, question=OTHER)
+    assert first.status_code == 200, first.text
+    sources = client.app.state.batcher.sources()
+    trips = [s.round_trips for s in sources]
+    assert sources and sum(trips) > 0
+    again = ask(client, asked, question=OTHER)
+    assert again.json()["answers"] == first.json()["answers"]
+    assert [s.round_trips for s in sources] == trips
+
+
+def test_a_changed_graph_gets_a_new_neighbour_cache(store):
+    """The batch key's cache belongs to one graph fingerprint: a new fingerprint (an ingest
+    changed the dataset) starts a new cache instead of answering from old rows."""
+    from cpr_neo4j.model.scorer import PathScorer
+    from cpr_neo4j.serve.batch import SearchBatcher
+    from cpr_neo4j.serve.cache import ScorerPool
+    from cpr_neo4j.stages.ask import Session
+    from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
+
+    batcher = SearchBatcher(ScorerPool())
+    retriever = Retriever(store, "metaqa", PathScorer.__new__(PathScorer), RetrievalSettings(2))
+
+    def session(graph: str) -> Session:
+        cal = {"model": "m"}
+        return Session(store, "metaqa", cal, 0.1, None, 0.0, retriever, None, graph=graph)
+
+    batcher.attach(session("g1"))
+    (old,) = batcher.sources()
+    batcher.attach(session("g1"))
+    assert batcher.sources() == [old]
+    batcher.attach(session("g2"))
+    (new,) = batcher.sources()
+    assert new is not old
+
+
 def test_batch_answers_each_item_and_reports_item_errors(client, asked):
     r = client.post(
         "/ask/batch",

@@ -156,6 +156,13 @@ def calibrated_datasets(store: GraphStore, model_id: str | None = None) -> list[
     return [r["dataset"] for r in store.read("calibrated_datasets", model=model_id)]
 
 
+def default_dataset(store: GraphStore, model_id: str | None = None) -> str | None:
+    """The dataset `cpr ask` / `cpr serve` answer on when none is named: the newest one
+    `model_id` is calibrated on (any model's when none is, or none is named)."""
+    calibrated = calibrated_datasets(store, model_id) or calibrated_datasets(store)
+    return calibrated[0] if calibrated else None
+
+
 def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> None:
     """Write (:Ask) records in ONE transaction (cypher/create_ask.cypher): `cpr serve` writes
     the asks of concurrent requests together, one commit for all. Each ask is

@@ -19,6 +19,10 @@ from cpr_neo4j.search.treeg import AdjacencySource
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
+# Entities `cpr ask --file` and `cpr serve` keep across questions (evaluation keeps 2M): a
+# few hundred bytes each, plus a hub's edges; MetaQA has 43k entities in all.
+ANSWER_CACHE_ENTITIES = 200_000
+
 
 class CachedAdjacency:
     """Same answers as `source` (ids missing from the graph stay missing), fewer round trips.

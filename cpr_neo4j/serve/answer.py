@@ -26,14 +26,9 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
 
     The ask stage checks the same, but with one error type for everything; checking
     here first is what lets a mismatch answer 409 rather than 400."""
-    dataset = req.dataset
+    dataset = req.dataset or records.default_dataset(store, req.model)
     if not dataset:
-        calibrated = records.calibrated_datasets(store, req.model) or (
-            records.calibrated_datasets(store)
-        )
-        if not calibrated:
-            raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
-        dataset = calibrated[0]
+        raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
     cal = records.latest_calibration(store, dataset, req.model, req.hops)
     if cal is None:
         wanted = (f" of model {req.model}" if req.model else "") + (

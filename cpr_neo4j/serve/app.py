@@ -113,7 +113,7 @@ def create_app(
         lifespan=lifespan,
         dependencies=[Depends(bearer_check(token))] if token else [],
     )
-    app.state.holder, app.state.pool = holder, pool
+    app.state.holder, app.state.pool, app.state.batcher = holder, pool, batcher
 
     @app.exception_handler(CprError)
     @app.exception_handler(Neo4jError)

@@ -5,6 +5,10 @@ queued; the thread that finds no search running takes the queue and runs it as o
 lockstep batch (treeg.retrieve_many): one Neo4j round trip per hop for all of them, one
 scorer lease instead of one per request, and the questions embedded in one call. Alpha
 does not enter the search, so requests with different alphas share a batch.
+
+Each batch key keeps the neighbour rows it fetched (CachedAdjacency) for later batches, so
+hubs are read from Neo4j once, not per request. The key holds the dataset's fingerprint:
+an ingest that changes the graph starts a new cache, and the old one is dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph.neighbours import Neo4jNeighbours
+from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.stages.retrieval import Retriever
 
@@ -36,17 +42,30 @@ class SearchBatcher:
     def __init__(self, pool: ScorerPool):
         self._pool = pool
         self._lock = threading.Lock()
-        self._batches: dict[tuple, Coalescer[Item, Retrieval | CprError]] = {}
+        # key -> (the graph's fingerprint, the key's batches)
+        self._batches: dict[tuple, tuple[str, Coalescer[Item, Retrieval | CprError]]] = {}
+        self._sources: dict[tuple, CachedAdjacency] = {}  # key -> its batches' neighbour rows
+
+    def sources(self) -> list[CachedAdjacency]:
+        """The neighbour caches in use, one per batch key."""
+        with self._lock:
+            return list(self._sources.values())
 
     def attach(self, session: Session) -> None:
         r = session.retriever
         model = session.cal["model"]
         key = (id(session.store), session.dataset, model, r.settings, id(r.hints))
         with self._lock:
-            calls = self._batches.get(key)
-            if calls is None:
-                run = partial(self._run, session.store, session.dataset, model, r.settings, r.hints)
-                calls = self._batches[key] = Coalescer(run)
+            graph, calls = self._batches.get(key, (None, None))
+            if calls is None or graph != session.graph:
+                rows = Neo4jNeighbours(session.store, session.dataset, r.settings.fanout_cap)
+                source = CachedAdjacency(rows, max_entities=ANSWER_CACHE_ENTITIES)
+                run = partial(
+                    self._run, session.store, session.dataset, model, r.settings, r.hints, source
+                )
+                calls = Coalescer(run)
+                self._batches[key] = (session.graph, calls)
+                self._sources[key] = source
         session.retriever = BatchedRetriever(calls, r.settings)  # type: ignore[assignment]
 
     def _run(
@@ -56,11 +75,12 @@ class SearchBatcher:
         model: str,
         settings: RetrievalSettings,
         hints: HintProvider,
+        source: CachedAdjacency,
         items: list[Item],
     ) -> Sequence[Retrieval | CprError]:
         with self._pool.lease(model) as scorer:
             scorer.questions([masked for masked, *_ in items])  # one encoder call
-            return Retriever(store, dataset, scorer, settings, hints).run_many(items)
+            return Retriever(store, dataset, scorer, settings, hints, source).run_many(items)
 
 
 class BatchedRetriever:

@@ -18,6 +18,7 @@ from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import scorer_for
 from cpr_neo4j.neo4j_server.browser import ask_link, ask_query
+from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.search.treeg import Retrieval
@@ -90,12 +91,10 @@ def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
 
 def _pick_dataset(store: GraphStore, dataset: str | None, model_id: str | None = None) -> str:
     """The named dataset, else the newest calibrated one (of `model_id`, when named)."""
-    if dataset:
-        return dataset
-    calibrated = records.calibrated_datasets(store, model_id) or records.calibrated_datasets(store)
-    if not calibrated:
+    found = dataset or records.default_dataset(store, model_id)
+    if not found:
         raise CprError("no calibration yet: run `cpr train DATASET` then `cpr calibrate DATASET`")
-    return calibrated[0]
+    return found
 
 
 def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
@@ -148,6 +147,7 @@ class Session:
     no_guarantee: str | None  # a NO GUARANTEE / STALE note when no guarantee holds
     # Writes an :Ask record; `cpr serve` passes one that commits concurrent asks together.
     save: Callable[[dict], None] | None = None
+    graph: str = ""  # the dataset's fingerprint when the session opened
 
 
 def open_session(
@@ -193,9 +193,8 @@ def open_session(
     )
     check_settings(cal, wanted)
     check_scope(cal)  # a new question has no subgraph of its own
-    stale = stale_reason(
-        cal.get("graph_fingerprint"), fingerprint.current(store, dataset, cal.get("graph_now"))
-    )
+    graph = fingerprint.current(store, dataset, cal.get("graph_now"))
+    stale = stale_reason(cal.get("graph_fingerprint"), graph)
     if stale and not allow_stale:
         raise StaleCalibration(
             f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
@@ -220,7 +219,8 @@ def open_session(
         )
     scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
     retriever = Retriever(store, dataset, scorer, wanted, hints)
-    return Session(store, dataset, cal, alpha, delta, tau, retriever, "; ".join(notes) or None)
+    no_guarantee = "; ".join(notes) or None
+    return Session(store, dataset, cal, alpha, delta, tau, retriever, no_guarantee, graph=graph)
 
 
 def check_linking(cal: dict, entity: str | None) -> None:
@@ -263,7 +263,11 @@ def ask_many(
 ) -> Iterator[AskResult | CprError]:
     """(question, entity) pairs in order: a result, or the CprError that question raised
     (the others go on). Per `chunk` questions: one embedding batch, one round trip per hop
-    for all their searches, one name lookup and one write of their :Ask records."""
+    for all their searches, one name lookup and one write of their :Ask records. Entities
+    fetched for one chunk stay cached for the next (hubs recur from question to question)."""
+    r = session.retriever
+    if isinstance(r, Retriever) and not isinstance(r.source, CachedAdjacency):
+        r.source = CachedAdjacency(r.source, max_entities=ANSWER_CACHE_ENTITIES)
     it = iter(items)
     while pending := list(itertools.islice(it, chunk)):
         yield from _answer_chunk(session, pending)
