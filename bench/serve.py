@@ -82,7 +82,18 @@ def cli_baseline(texts: list[str], alpha: float, hops: int) -> tuple[list[float]
     for text in texts:
         began = time.perf_counter()
         out = subprocess.run(
-            [*CPR, "ask", text, "--alpha", str(alpha), "--hops", str(hops), "--json"],
+            [
+                *CPR,
+                "ask",
+                text,
+                "--dataset",
+                DATASET,
+                "--alpha",
+                str(alpha),
+                "--hops",
+                str(hops),
+                "--json",
+            ],
             capture_output=True,
             text=True,
         )
@@ -271,7 +282,10 @@ def main() -> None:
     qs = rows[: args.questions]
     warmup = rows[-2 * args.clients :]
     bodies, warm = (
-        [{"question": q.text, "alpha": args.alpha, "hops": args.hops} for q in part]
+        [
+            {"question": q.text, "dataset": DATASET, "alpha": args.alpha, "hops": args.hops}
+            for q in part
+        ]
         for part in (qs, warmup)
     )
     ask_ids: list[str] = []
