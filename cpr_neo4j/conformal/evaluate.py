@@ -181,9 +181,11 @@ class Queries:
         order = np.argsort(costs, kind="stable")
         self.sorted_costs, self.sorted_q = costs[order], qidx[order]
 
-    def set_size_sum(self, tau: float, cum_test: np.ndarray) -> int:
-        """Total answer-set size over test questions; cum_test = cumsum of test flags."""
-        return int(cum_test[np.searchsorted(self.sorted_costs, tau, side="right")])
+    def set_size_sum(self, tau: float, is_test: np.ndarray) -> int:
+        """Total answer-set size over the questions flagged in `is_test`: only candidates up
+        to tau are read (sets are a small share of a 3-hop question's thousands)."""
+        upto = np.searchsorted(self.sorted_costs, tau, side="right")
+        return int(np.count_nonzero(is_test[self.sorted_q[:upto]]))
 
     def sizes(self, tau: float) -> np.ndarray:
         """Answer-set size per question at threshold tau."""
@@ -236,13 +238,12 @@ def evaluate(
         for name, m, d in variants:
             qs = queries[m]
             cal_sorted = np.sort(qs.score[cal])
-            cum_test = np.concatenate([[0], np.cumsum(is_test[qs.sorted_q])])
             h1, rec = qs.hits1[test].mean(), qs.recall[test].mean()
             for a in alphas:
                 k = rank(n_cal, a, d)
                 tau = cal_sorted[k - 1] if k <= n_cal else math.inf
                 ecr = (qs.recall & (qs.score <= tau))[test].mean()
-                apss = qs.set_size_sum(tau, cum_test) / n_test
+                apss = qs.set_size_sum(tau, is_test) / n_test
                 acc[(name, a)].append((ecr, apss, h1, rec, math.isinf(tau)))
         if base is None:
             continue
