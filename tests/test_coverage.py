@@ -19,8 +19,8 @@ import math
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.evaluate import evaluate, record_from_retrieval
-from cpr_neo4j.conformal.threshold import nonconformity, pac_rank
+from cpr_neo4j.conformal.evaluate import QuestionRecord, evaluate, record_from_retrieval
+from cpr_neo4j.conformal.threshold import centred, nonconformity, pac_rank
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.model.encoder import shared_encoder
@@ -28,7 +28,6 @@ from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import CachedNeighbours
 from cpr_neo4j.search.treeg import retrieve
 from cpr_neo4j.stages import questions as qsel
-from cpr_neo4j.stages.evaluate import centred_record
 
 pytestmark = pytest.mark.neo4j
 ALPHAS = (0.1, 0.2, 0.3, 0.5)
@@ -53,7 +52,9 @@ def test_mean_ecr_holds_over_random_splits(store, metaqa, hops, n_questions):
         for q in qs
     ]
     # centring costs by the question's best one is a fixed function of the question: valid too
-    centred_recs = [centred_record(r, 0.5) for r in recs]
+    centred_recs = [
+        QuestionRecord(r.qid, r.gold, centred(r.answer_costs, 0.5), r.top) for r in recs
+    ]
     results = evaluate(
         {"V_sem": recs, "V_sem centred": centred_recs},
         ALPHAS,

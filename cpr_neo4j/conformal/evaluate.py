@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from cpr_neo4j.conformal.threshold import conformal_rank, nonconformity, rank
+from cpr_neo4j.conformal.threshold import conformal_rank, rank
 from cpr_neo4j.errors import BadInput
 
 
@@ -56,14 +56,10 @@ class QuestionRecord:
 
     def scored(self) -> ScoredQuestion:
         """The compact form the metrics need (the candidates' ids dropped)."""
-        costs = np.fromiter(self.answer_costs.values(), float, len(self.answer_costs))
-        score = nonconformity(self.answer_costs, self.gold)
-        rank = math.inf
-        if math.isfinite(score):  # ties at the gold cost go by entity id
-            tied = [a for a, c in self.answer_costs.items() if c == score]
-            first_gold = min(a for a in tied if a in self.gold)
-            rank = float((costs < score).sum() + 1 + sum(a < first_gold for a in tied))
-        return ScoredQuestion(self.qid, costs, score, rank, self.top in self.gold)
+        ids = list(self.answer_costs)
+        costs = np.fromiter(self.answer_costs.values(), float, len(ids))
+        (one,) = scored_columns(self.qid, self.gold, ids, costs)
+        return replace(one, hit1=self.top in self.gold)  # the top the record names
 
 
 @dataclass(frozen=True)
@@ -90,9 +86,11 @@ def scored_columns(
     costs: np.ndarray,
     centres: Sequence[float] = (0.0,),
 ) -> list[ScoredQuestion]:
-    """Per centre, `QuestionRecord(qid, gold, centred(dict(zip(ids, costs)), centre)).scored()`
-    computed on the columns: the same numbers (same float operations) without the dicts and
-    sorts that were a third of a 3-hop evaluation."""
+    """One question's ScoredQuestion per centre, from its answer columns: costs minus
+    centre x the best (as threshold.centred), the best gold cost as score (+inf without
+    one), the first gold's rank with ties by entity id, and whether the answer first by
+    (cost, id) is gold. No dict or sort per candidate: those were a third of a 3-hop
+    evaluation."""
     raw = np.asarray(costs, dtype=float)
     is_gold = np.fromiter(map(gold.__contains__, ids), bool, len(ids))
     top = None

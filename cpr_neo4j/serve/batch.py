@@ -42,21 +42,22 @@ class SearchBatcher:
     def __init__(self, pool: ScorerPool):
         self._pool = pool
         self._lock = threading.Lock()
-        # key -> (the graph's fingerprint, the key's batches)
-        self._batches: dict[tuple, tuple[str, Coalescer[Item, Retrieval | CprError]]] = {}
-        self._sources: dict[tuple, CachedAdjacency] = {}  # key -> its batches' neighbour rows
+        # key -> (the graph's fingerprint, its neighbour rows, the key's batches)
+        self._batches: dict[
+            tuple, tuple[str, CachedAdjacency, Coalescer[Item, Retrieval | CprError]]
+        ] = {}
 
     def sources(self) -> list[CachedAdjacency]:
         """The neighbour caches in use, one per batch key."""
         with self._lock:
-            return list(self._sources.values())
+            return [source for _, source, _ in self._batches.values()]
 
     def attach(self, session: Session) -> None:
         r = session.retriever
         model = session.cal["model"]
         key = (id(session.store), session.dataset, model, r.settings, id(r.hints))
         with self._lock:
-            graph, calls = self._batches.get(key, (None, None))
+            graph, _, calls = self._batches.get(key, (None, None, None))
             if calls is None or graph != session.graph:
                 rows = Neo4jNeighbours(session.store, session.dataset, r.settings.fanout_cap)
                 source = CachedAdjacency(rows, max_entities=ANSWER_CACHE_ENTITIES)
@@ -64,8 +65,7 @@ class SearchBatcher:
                     self._run, session.store, session.dataset, model, r.settings, r.hints, source
                 )
                 calls = Coalescer(run)
-                self._batches[key] = (session.graph, calls)
-                self._sources[key] = source
+                self._batches[key] = (session.graph, source, calls)
         session.retriever = BatchedRetriever(calls, r.settings)  # type: ignore[assignment]
 
     def _run(

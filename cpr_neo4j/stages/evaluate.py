@@ -30,13 +30,11 @@ import numpy as np
 from cpr_neo4j.conformal.deployed import DeployedResults, ci_test_only, deployed, row
 from cpr_neo4j.conformal.evaluate import (
     EvalResults,
-    QuestionRecord,
     ScoredQuestion,
     evaluate,
     scored_columns,
 )
 from cpr_neo4j.conformal.report import write_report
-from cpr_neo4j.conformal.threshold import centred
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
@@ -58,12 +56,6 @@ MARGIN = "CPR, margin score"
 INNER_DEV = "inner-dev"
 
 Progress = Callable[[str, int], Callable[[], None]]
-
-
-def centred_record(rec: QuestionRecord, centre: float) -> QuestionRecord:
-    """CPR's costs minus `centre` times the question's best cost (conformal.threshold.centred):
-    1 is the margin score S(q) = V'(gold) - min V'."""
-    return QuestionRecord(rec.qid, rec.gold, centred(rec.answer_costs, centre), rec.top)
 
 
 def centred_name(centre: float) -> str:
