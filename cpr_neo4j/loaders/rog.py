@@ -260,6 +260,7 @@ def load_rog(
         problems,
         strict,
         subgraphs=subgraphs,
+        deduplicated=True,  # triples unique by _collect, membership by _parts/_first_members
     )
 
 
