@@ -245,14 +245,13 @@ def build_dataset(
     relations = triples["relation"].unique(maintain_order=True)
     if subgraphs is not None:
         subgraphs = subgraphs.select(list(SUBGRAPHS_SCHEMA)).cast(SUBGRAPHS_SCHEMA)
-    if subgraphs is not None and not deduplicated:
-        subgraphs = (
-            subgraphs.join(
-                questions.select(pl.col("id").alias("question")), on="question", how="semi"
+        if not deduplicated:
+            kept = questions.select(pl.col("id").alias("question"))
+            subgraphs = (
+                subgraphs.join(kept, on="question", how="semi")
+                .join(ids.select(pl.col("id").alias("entity")), on="entity", how="semi")
+                .unique(maintain_order=True)
             )
-            .join(ids.select(pl.col("id").alias("entity")), on="entity", how="semi")
-            .unique(maintain_order=True)
-        )
     return Dataset(
         name=name,
         triples=triples,
