@@ -196,6 +196,14 @@ def test_ranks_and_set_sizes_match_brute_force():
     compact = Queries([r.scored() for r in recs])  # what `cpr eval` keeps per question
     for field in ("score", "rank", "hits1", "n_answers", "sorted_costs", "sorted_q"):
         assert np.array_equal(getattr(compact, field), getattr(qs, field)), field
+    # kept only up to the largest tau asked about: the same sizes up to it and at +inf
+    kept = Queries(recs, upto=1.5)
+    assert len(kept.sorted_costs) < len(qs.sorted_costs)
+    for tau in [-1.0, 0.0, 1.5, math.inf]:
+        assert kept.sizes(tau).tolist() == qs.sizes(tau).tolist()
+        assert kept.set_size_sum(tau, is_test) == qs.set_size_sum(tau, is_test)
+    with pytest.raises(ValueError, match="above"):
+        kept.sizes(3.0)
 
 
 def test_scored_columns_equal_the_dict_records():

@@ -134,3 +134,45 @@ def test_inner_dev_split_is_answered(store, models):
     )
     dev = set(read_config(models["cpr1"])["meta"]["inner_dev_ids"])
     assert 0 < out.deployed.n_test <= len(dev)
+
+
+def test_workers_give_the_numbers_one_process_gives(store, models):
+    """Questions shared among forked workers (their own drivers and caches) and merged back
+    in order: every row equals the one-process run's. A worker scores with one torch
+    thread; so does the one-process run here, as float32 sums in another order would move
+    scores by ~1e-7, and MetaQA's same-template questions tie exactly at tau."""
+    import torch
+
+    def rows(workers: int) -> str:
+        out = run(
+            store,
+            EvalSettings(
+                "metaqa",
+                alphas=ALPHAS,
+                repeats=2,
+                hops=1,
+                methods=("cpr", "abl1"),
+                max_questions=60,
+                hop_level=False,
+                boot=100,
+                model_id=models["cpr1"],
+                workers=workers,
+            ),
+            say=lambda _: None,
+            out_dir=None,
+        )
+        assert len(out.deployed.rows) >= 3 * len(ALPHAS)  # CPR, Abl.1, top-k at least
+        return repr(  # repr: nan == nan
+            [
+                (r.method, r.alpha, r.tau, r.ecr, r.ecr_lo_cal, r.apss, r.hits1, r.recall_cal)
+                for r in out.deployed.rows
+            ]
+        )
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = rows(1)
+    finally:
+        torch.set_num_threads(threads)
+    assert rows(2) == one

@@ -306,3 +306,23 @@ def test_hop_level_stage_on_metaqa(store, metaqa):
             assert row["inexact"] == 0 and (row["size"][row["covered"]] >= 1).all()
             within = (mine <= np.array(row["taus"])).all(axis=1)
             assert row["covered"][within].all()
+    # the same rows when forked workers share the questions (their own drivers and caches)
+    shared = run_hop_level(
+        store,
+        "metaqa",
+        scorer,
+        cal,
+        test,
+        2,
+        [0.2, 0.4],
+        CachedNeighbours(Neo4jNeighbours(store, "metaqa")),
+        workers=2,
+        open_source=lambda mine: CachedNeighbours(Neo4jNeighbours(mine, "metaqa")),
+    )
+    assert np.array_equal(shared["cal_scores"], out["cal_scores"])
+    for v in VARIANTS:
+        for a in (0.2, 0.4):
+            got, want = shared["results"][v][a], out["results"][v][a]
+            assert got["taus"] == want["taus"] and got["inexact"] == want["inexact"]
+            assert np.array_equal(got["covered"], want["covered"])
+            assert np.array_equal(got["size"], want["size"])

@@ -67,6 +67,11 @@ from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
 )
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1),
+    help="Processes that share the questions (default: one per core; 1 = this one only).",
+)
 @scope_option("the model's")
 def eval_(
     dataset: str,
@@ -91,6 +96,7 @@ def eval_(
     centres: str,
     out_dir: str | None,
     seed: int,
+    workers: int | None,
     scope: str | None,
 ) -> None:
     """Evaluate CPR, its ablations and the baselines on DATASET, as `cpr ask` would answer."""
@@ -120,6 +126,7 @@ def eval_(
         **({} if centre is None else {"centre": centre}),
         seed=seed,
         scope=scope,
+        **({} if workers is None else {"workers": workers}),
     )
     with open_store() as store, progress_bar() as bar:
 

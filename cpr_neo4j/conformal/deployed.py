@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.evaluate import Queries, Record, RowTable, pac_name
+from cpr_neo4j.conformal.evaluate import Queries, Record, RowTable, largest_finite, pac_name
 from cpr_neo4j.conformal.threshold import rank
 
 BOOT_CHUNK = 100  # bootstrap replicates per numpy batch (bounds memory on big test splits)
@@ -180,7 +180,9 @@ def deployed(
     hints = hints or {}
     n_cal = n_test = 0
     for m, cal_recs in cal_by_method.items():
-        cal, test = Queries(cal_recs), Queries(test_by_method[m])
+        cal = Queries(cal_recs, upto=-math.inf)  # its scores only: no candidates kept
+        taus = [threshold(cal.score, a, d) for a in alphas for d in (None, delta)]
+        test = Queries(test_by_method[m], upto=largest_finite(np.array(taus)))  # sizes up to
         n_cal, n_test = len(cal.score), len(test.score)
         variants = [(m, cal.score, test.score, test.sizes, None)]
         if m == topk_from:  # top-k: nonconformity = rank of the best gold answer

@@ -165,32 +165,58 @@ class EvalResults(RowTable):
 
 
 class Queries:
-    """One method's records as flat arrays (shared with conformal.deployed)."""
+    """One method's records as flat arrays (shared with conformal.deployed).
 
-    def __init__(self, records: Sequence[Record]):
+    `upto`: the largest finite tau that `sizes` and `set_size_sum` will be asked about. Only
+    candidates up to it are kept and sorted: a whole 3-hop split holds ~80M per method and
+    its answer sets a small share (CPR's are ~10 of a question's thousands).
+    """
+
+    def __init__(self, records: Sequence[Record], upto: float = math.inf):
         scored = [r if isinstance(r, ScoredQuestion) else r.scored() for r in records]
         self.score = np.array([r.score for r in scored], dtype=float)
         self.hits1 = np.array([r.hit1 for r in scored], dtype=bool)
         self.recall = np.isfinite(self.score)
         self.n_answers = np.array([len(r.costs) for r in scored], dtype=np.int64)
         self.rank = np.array([r.rank for r in scored], dtype=float)
-        costs = np.concatenate([r.costs for r in scored]) if scored else np.zeros(0)
-        qidx = np.repeat(np.arange(len(scored), dtype=np.int32), self.n_answers)  # 4 B each
+        self.upto = upto
+        kept = [r.costs[r.costs <= upto] if upto < math.inf else r.costs for r in scored]
+        costs = np.concatenate(kept) if kept else np.zeros(0)
+        lengths = [len(k) for k in kept]
+        qidx = np.repeat(np.arange(len(scored), dtype=np.int32), lengths)  # 4 B each
         # Ties may come in any order: every reader takes all candidates up to tau at once.
-        # (A stable argsort was 2.2x slower, and a whole 3-hop split holds ~80M per method.)
+        # (A stable argsort was 2.2x slower.)
         order = np.argsort(costs)
         self.sorted_costs, self.sorted_q = costs[order], qidx[order]
 
+    def _kept(self, tau: float) -> int | None:
+        """How many sorted candidates lie at or below tau; None: all of the question's."""
+        if tau > self.upto:
+            if tau == math.inf:
+                return None
+            raise ValueError(f"tau {tau} is above the {self.upto} these queries were kept to")
+        return int(np.searchsorted(self.sorted_costs, tau, side="right"))
+
     def set_size_sum(self, tau: float, is_test: np.ndarray) -> int:
         """Total answer-set size over the questions flagged in `is_test`: only candidates up
-        to tau are read (sets are a small share of a 3-hop question's thousands)."""
-        upto = np.searchsorted(self.sorted_costs, tau, side="right")
+        to tau are read."""
+        upto = self._kept(tau)
+        if upto is None:
+            return int(self.n_answers[is_test].sum())
         return int(np.count_nonzero(is_test[self.sorted_q[:upto]]))
 
     def sizes(self, tau: float) -> np.ndarray:
         """Answer-set size per question at threshold tau."""
-        upto = np.searchsorted(self.sorted_costs, tau, side="right")
+        upto = self._kept(tau)
+        if upto is None:
+            return self.n_answers.copy()
         return np.bincount(self.sorted_q[:upto], minlength=len(self.score))
+
+
+def largest_finite(scores: np.ndarray) -> float:
+    """The largest finite score (a tau taken from them is that or +inf); -inf if none."""
+    finite = scores[np.isfinite(scores)]
+    return float(finite.max()) if len(finite) else -math.inf
 
 
 def evaluate(
@@ -219,29 +245,42 @@ def evaluate(
     if base is not None and base not in methods:
         raise BadInput(f"baselines_from={base!r} is not one of {list(methods)}")
 
-    queries = {m: Queries(recs) for m, recs in methods.items()}
     names = list(methods) + ([] if base is None else [f"top-k ({base})"])
     variants = [(m, m, None) for m in methods]  # (row name, records, delta)
     if delta and base is not None:
         variants.append((pac_name(base, delta), base, delta))
         names.append(pac_name(base, delta))
+    scored = {
+        m: [r if isinstance(r, ScoredQuestion) else r.scored() for r in recs]
+        for m, recs in methods.items()
+    }
+    rng = np.random.default_rng(seed)
+    splits = [rng.permutation(n) for _ in range(repeats)]
+    taus: dict[tuple[str, int, float], float] = {}  # (row name, split, alpha) -> tau
+    asked: dict[str, list[float]] = {m: [] for m in methods}  # every tau of a method's rows
+    for name, m, d in variants:
+        score = np.array([r.score for r in scored[m]], dtype=float)
+        for i, perm in enumerate(splits):
+            cal_sorted = np.sort(score[perm[:n_cal]])
+            for a in alphas:
+                k = rank(n_cal, a, d)
+                taus[(name, i, a)] = cal_sorted[k - 1] if k <= n_cal else math.inf
+                asked[m].append(taus[(name, i, a)])
+    # a method's candidates are kept up to the largest finite tau its rows ask about
+    queries = {m: Queries(scored[m], largest_finite(np.array(asked[m]))) for m in methods}
     acc: dict[tuple[str, float], list[tuple[float, float, float, float, bool]]] = {
         (m, a): [] for m in names for a in alphas
     }
-    rng = np.random.default_rng(seed)
-    for _ in range(repeats):
-        perm = rng.permutation(n)
+    for i, perm in enumerate(splits):
         cal, test = perm[:n_cal], perm[n_cal:]
         is_test = np.zeros(n, dtype=bool)
         is_test[test] = True
         n_test = len(test)
-        for name, m, d in variants:
+        for name, m, _ in variants:
             qs = queries[m]
-            cal_sorted = np.sort(qs.score[cal])
             h1, rec = qs.hits1[test].mean(), qs.recall[test].mean()
             for a in alphas:
-                k = rank(n_cal, a, d)
-                tau = cal_sorted[k - 1] if k <= n_cal else math.inf
+                tau = taus[(name, i, a)]
                 ecr = (qs.recall & (qs.score <= tau))[test].mean()
                 apss = qs.set_size_sum(tau, is_test) / n_test
                 acc[(name, a)].append((ecr, apss, h1, rec, math.isinf(tau)))

@@ -50,6 +50,7 @@ from cpr_neo4j.stages.calibrate import DEFAULT_CENTRE, resolve_model
 from cpr_neo4j.stages.hoplevel import run_hop_level
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
 from cpr_neo4j.stages.train import TrainSettings, train
+from cpr_neo4j.stages.workers import default_workers, interleave, run_shares, share_store
 
 METHODS = {"cpr": "CPR", "abl1": "Abl.1 (V_sem)", "abl2": "Abl.2 (w/o PUCT)"}
 MARGIN = "CPR, margin score"
@@ -84,6 +85,7 @@ class EvalSettings:
     centres: tuple[float, ...] = (1.0,)  # extra rows: CPR's costs centred so (1 = margin)
     seed: int = 0
     scope: str | None = None  # "subgraph" | "graph"; None: the model's
+    workers: int = field(default_factory=default_workers)  # processes sharing the questions
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -180,6 +182,23 @@ def questions(
     return cal, target
 
 
+def _sources(
+    store: GraphStore, dataset: str, settings: RetrievalSettings
+) -> tuple[CachedAdjacency, Callable[[str], CachedAdjacency]]:
+    """One neighbour cache for the whole run, shared by every method and question; under
+    SUBGRAPH scope one per question, shared by every method."""
+    source = CachedAdjacency(Neo4jNeighbours(store, dataset, settings.fanout_cap))
+    per_question: dict[str, CachedAdjacency] = {}
+
+    def source_for(qid: str) -> CachedAdjacency:
+        if qid not in per_question:
+            scoped = Neo4jNeighbours(store, dataset, settings.fanout_cap, question=qid)
+            per_question[qid] = CachedAdjacency(scoped)
+        return per_question[qid]
+
+    return source, source_for
+
+
 def _records(
     retriever: Retriever,
     qs: list[qsel.Question],
@@ -228,38 +247,45 @@ def run(
         hint_prompt=s.hints.prompt if s.hints is not None and s.hint_mode != "none" else "",
         scope=scope,
     )
-    # One neighbour cache for the whole run: every method and question shares it (under
-    # SUBGRAPH scope one cache per question, every method sharing it).
-    source = CachedAdjacency(Neo4jNeighbours(store, s.dataset, settings.fanout_cap))
-    per_question: dict[str, CachedAdjacency] = {}
-
-    def source_for(qid: str) -> CachedAdjacency:
-        if qid not in per_question:
-            scoped = Neo4jNeighbours(store, s.dataset, settings.fanout_cap, question=qid)
-            per_question[qid] = CachedAdjacency(scoped)
-        return per_question[qid]
-
+    source, source_for = _sources(store, s.dataset, settings)
     encoder = TextEncoder()
     step = progress or (lambda name, n: lambda: None)
-    cal_by: dict[str, list[ScoredQuestion]] = {}
-    test_by: dict[str, list[ScoredQuestion]] = {}
     used: dict[str, str] = {}
+    methods: list[tuple[str, PathScorer, list[float]]] = []  # (name, scorer, centres)
     for method in s.methods:
         scorer, used[METHODS[method]] = _scorer(store, method, meta, encoder, say)
-        retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source, source_for)
         scorer.questions([q.masked for q in everyone])
+        retriever = Retriever(store, s.dataset, scorer, settings, s.hints, source, source_for)
         retriever.prefetch([(q.masked, q.topics, q.id) for q in everyone])  # hints: one batch
-        tick = step(METHODS[method], len(everyone))
         # every method's row scores as `cpr calibrate` does (costs centred by s.centre); the
         # extra CPR rows try other centres on the same retrievals
         centres = [s.centre, *(c for c in s.centres if c != s.centre and method == "cpr")]
-        cal_c, test_c = (
-            _records(retriever, cal_qs, tick, centres),
-            _records(retriever, test_qs, tick, centres),
-        )
+        methods.append((METHODS[method], scorer, centres))
+    bars = {name: step(name, len(everyone)) for name, _, _ in methods}
+
+    def share_records(share: int, shares: int, tick: Callable[[str], None]) -> dict:
+        """Every method on questions share, share + shares, ...: a forked worker opens its
+        own driver and cache; the parent (share 0) keeps `source` warm for the hop level."""
+        with share_store(store, share) as mine:
+            own = _sources(mine, s.dataset, settings) if share else (source, source_for)
+            return {
+                name: _records(
+                    Retriever(mine, s.dataset, scorer, settings, s.hints, *own),
+                    everyone[share::shares],
+                    lambda name=name: tick(name),
+                    centres,
+                )
+                for name, scorer, centres in methods
+            }
+
+    shares = run_shares(share_records, s.workers, lambda name: bars[name]())
+    cal_by: dict[str, list[ScoredQuestion]] = {}
+    test_by: dict[str, list[ScoredQuestion]] = {}
+    for method, _, centres in methods:
         for c in centres:
-            name = METHODS[method] if c == s.centre else centred_name(c)
-            cal_by[name], test_by[name] = cal_c[c], test_c[c]
+            merged = interleave([part[method][c] for part in shares])
+            name = method if c == s.centre else centred_name(c)
+            cal_by[name], test_by[name] = merged[: len(cal_qs)], merged[len(cal_qs) :]
     cpr_name = METHODS["cpr"] if "cpr" in s.methods else None
     hint_rows = {m: s.hint_mode for m in cal_by}
     headline = deployed(cal_by, test_by, s.alphas, s.boot, s.seed, cpr_name, hint_rows, s.delta)
@@ -268,7 +294,8 @@ def run(
             "hop-level baselines search the whole graph: not run with --scope subgraph"
         )
     elif s.hop_level:
-        _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, step)
+        cap = settings.fanout_cap
+        _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, cap, step)
     pooled_in = {m: cal_by[m] + test_by[m] for m in cal_by}
     pooled = evaluate(
         pooled_in,
@@ -303,6 +330,7 @@ def _add_hop_level(
     meta: dict,
     encoder: TextEncoder,
     source: CachedAdjacency,
+    fanout_cap: int,
     step: Progress,
 ) -> None:
     """UaG-style rows: per-hop V_sem thresholds from the calibration share, open expansion."""
@@ -330,6 +358,8 @@ def _add_hop_level(
         s.alphas,
         source,
         tick=step("hop-level (open expansion)", len(cal_qs) + len(sample)),
+        workers=s.workers,
+        open_source=lambda mine: CachedAdjacency(Neo4jNeighbours(mine, s.dataset, fanout_cap)),
     )
     rng = np.random.default_rng(s.seed)
     for variant, by_alpha in out["results"].items():

@@ -19,8 +19,14 @@ from cpr_neo4j.conformal.hoplevel import Correction, HopRecord, apply, gold_scor
 from cpr_neo4j.graph.gold import gold_sequences
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.search.base import NeighbourSource, RelPath
-from cpr_neo4j.search.open_expansion import MAX_FRONTIER, MAX_SEQUENCES, expand_open
+from cpr_neo4j.search.open_expansion import (
+    MAX_FRONTIER,
+    MAX_SEQUENCES,
+    OpenExpansion,
+    expand_open,
+)
 from cpr_neo4j.stages.questions import Question
+from cpr_neo4j.stages.workers import Tick, interleave, run_shares, share_store
 
 VARIANTS: dict[str, Correction] = {
     "UaG hop-level, Bonferroni (V_sem)": "bonferroni",
@@ -71,32 +77,53 @@ def run_hop_level(
     tick: Callable[[], None] = lambda: None,
     max_sequences: int = MAX_SEQUENCES,
     max_frontier: int = MAX_FRONTIER,
+    workers: int = 1,
+    open_source: Callable[[GraphStore], NeighbourSource] | None = None,
 ) -> dict[str, Any]:
     """results[variant][alpha] = {taus, covered, size, inexact}; plus counts and notes.
+
+    `workers` processes share the questions (stages.workers); a forked one searches
+    `open_source(its own store)` (without it, one process does all).
 
     `inexact` counts the test questions whose safety cap may have changed that row's sets
     (the shared run is exact for those taus unless a cap bound below them).
     """
     if not alphas:
         raise ValueError("run_hop_level needs at least one alpha")
-    cal = calibration_scores(store, dataset, scorer_vsem, cal_questions, hops, tick)
+    workers = workers if open_source is not None else 1
+
+    def cal_share(share: int, shares: int, done: Tick) -> list[np.ndarray]:
+        with share_store(store, share) as mine:
+            qs = cal_questions[share::shares]
+            return list(calibration_scores(mine, dataset, scorer_vsem, qs, hops, lambda: done("")))
+
+    rows = interleave(run_shares(cal_share, workers, lambda _: tick()))
+    cal = np.array(rows, dtype=float).reshape(-1, hops)
     taus = {(v, a): hop_thresholds(cal, a, corr) for v, corr in VARIANTS.items() for a in alphas}
     loosest = np.max(np.stack(list(taus.values())), axis=0)
     ctxs = scorer_vsem.questions([q.masked for q in test_questions])
-    recs, runs = [], []
-    for q, ctx in zip(test_questions, ctxs, strict=True):
-        run = expand_open(
-            source,
-            lambda paths, ctx=ctx: scorer_vsem.v_sem(ctx, paths),
-            q.topics,
-            loosest,
-            max_sequences,
-            max_frontier,
-        )
-        costs = np.array([s.costs for s in run.sequences], dtype=float).reshape(-1, hops)
-        recs.append(HopRecord(costs, [s.ends for s in run.sequences], frozenset(q.answers)))
-        runs.append(run)
-        tick()
+
+    def test_share(share: int, shares: int, done: Tick) -> list[tuple[HopRecord, OpenExpansion]]:
+        out = []
+        with share_store(store, share) as mine:
+            src = source if share == 0 else open_source(mine)  # type: ignore[misc]
+            for q, ctx in zip(test_questions[share::shares], ctxs[share::shares], strict=True):
+                run = expand_open(
+                    src,
+                    lambda paths, ctx=ctx: scorer_vsem.v_sem(ctx, paths),
+                    q.topics,
+                    loosest,
+                    max_sequences,
+                    max_frontier,
+                )
+                costs = np.array([s.costs for s in run.sequences], dtype=float).reshape(-1, hops)
+                ends = [s.ends for s in run.sequences]
+                out.append((HopRecord(costs, ends, frozenset(q.answers)), run))
+                done("")
+        return out
+
+    pairs = interleave(run_shares(test_share, workers, lambda _: tick()))
+    recs, runs = [r for r, _ in pairs], [run for _, run in pairs]
     results: dict[str, dict[float, dict[str, Any]]] = {v: {} for v in VARIANTS}
     for (v, a), t in taus.items():
         covered, size = apply(recs, t)
