@@ -40,6 +40,7 @@ def test_lifecycle(tmp_path, neo4j_settings):
     assert "server.default_listen_address=127.0.0.1" in conf
     assert "dbms.security.auth_enabled=true" in conf
     assert "server.memory.heap.max_size=" in conf and "server.memory.pagecache.size=" in conf
+    assert server.FAST_STOP in conf.splitlines()
 
     down = cpr(home, "neo4j", "status")
     assert down.returncode == 1 and len(down.stdout.strip().splitlines()) == 1
@@ -79,3 +80,14 @@ def test_lifecycle(tmp_path, neo4j_settings):
     stale = cpr(home, "neo4j", "status")
     assert stale.returncode == 1 and not (home / "neo4j" / "run" / "neo4j.pid").exists()
     assert "Traceback" not in stale.stderr
+
+
+def test_a_conf_written_before_the_fast_stop_gets_it_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("CPR_HOME", str(tmp_path))
+    conf = tmp_path / "neo4j" / "conf" / "neo4j.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("server.default_listen_address=127.0.0.1\n")
+    server._ensure_fast_stop()
+    server._ensure_fast_stop()
+    lines = conf.read_text().splitlines()
+    assert lines == ["server.default_listen_address=127.0.0.1", server.FAST_STOP]

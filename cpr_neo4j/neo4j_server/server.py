@@ -135,6 +135,21 @@ def _persist_memory(memory: ServerMemory) -> None:
     path.write_text("\n".join(kept) + "\n" + _memory_lines(memory))
 
 
+# Bolt's worker pool waits this long for pending jobs at shutdown, when every database has
+# already stopped and checkpointed; its default (10 s) made each stop, e.g. the two of
+# `cpr ingest --bulk`, take 11 s instead of 1.
+FAST_STOP = "internal.server.bolt.thread_pool_shutdown_wait_time=100ms"
+
+
+def _ensure_fast_stop() -> None:
+    """Add FAST_STOP to a neo4j.conf written before it existed (idempotent)."""
+    path = _conf_file()
+    text = path.read_text()
+    key = FAST_STOP.split("=", 1)[0]
+    if not any(ln.split("=", 1)[0].strip() == key for ln in text.splitlines()):
+        path.write_text(text.rstrip("\n") + "\n" + FAST_STOP + "\n")
+
+
 def _write_conf(bolt_port: int, http_port: int, memory: ServerMemory) -> None:
     conf = home() / "conf"
     conf.mkdir(parents=True, exist_ok=True)
@@ -150,6 +165,8 @@ def _write_conf(bolt_port: int, http_port: int, memory: ServerMemory) -> None:
         "# JVM heap (-Xms/-Xmx) and page cache: `cpr neo4j start --heap --pagecache`.\n"
         + _memory_lines(memory)
         + "db.tx_log.rotation.retention_policy=2 files\n"
+        + FAST_STOP
+        + "\n"
         "# Browser applies the style for (:Ask) records at login (`cpr browser-style`).\n"
         f"browser.post_connect_cmd={post_connect_cmd()}\n"
     )
@@ -312,6 +329,7 @@ def start(
         )
     java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
     _persist_memory(memory)
+    _ensure_fast_stop()
     cmd = [
         java,
         f"-Xms{memory.heap}",
