@@ -34,7 +34,8 @@ def test_every_share_comes_back_in_order_with_its_ticks(workers):
     assert merged == [i * i for i in ITEMS]
     assert ticks == ["squares"] * len(ITEMS)
     pids = [pid for _, pid in parts]
-    assert pids[0] == os.getpid() and len(set(pids)) == workers  # share 0 runs here
+    assert pids[0] == os.getpid()  # share 0 runs here, the others in forked workers
+    assert os.getpid() not in pids[1:]
 
 
 def fails_in_a_worker(share: int, shares: int, tick) -> int:
