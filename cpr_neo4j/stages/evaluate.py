@@ -294,8 +294,12 @@ def run(
             "hop-level baselines search the whole graph: not run with --scope subgraph"
         )
     elif s.hop_level:
-        cap = settings.fanout_cap
-        _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, cap, step)
+
+        def reopen(mine: GraphStore) -> CachedAdjacency:
+            """A forked worker's source for open expansion: a whole-graph cache like `source`."""
+            return _sources(mine, s.dataset, settings)[0]
+
+        _add_hop_level(store, s, headline, cal_qs, test_qs, meta, encoder, source, reopen, step)
     pooled_in = {m: cal_by[m] + test_by[m] for m in cal_by}
     pooled = evaluate(
         pooled_in,
@@ -330,7 +334,7 @@ def _add_hop_level(
     meta: dict,
     encoder: TextEncoder,
     source: CachedAdjacency,
-    fanout_cap: int,
+    reopen: Callable[[GraphStore], CachedAdjacency],
     step: Progress,
 ) -> None:
     """UaG-style rows: per-hop V_sem thresholds from the calibration share, open expansion."""
@@ -359,7 +363,7 @@ def _add_hop_level(
         source,
         tick=step("hop-level (open expansion)", len(cal_qs) + len(sample)),
         workers=s.workers,
-        open_source=lambda mine: CachedAdjacency(Neo4jNeighbours(mine, s.dataset, fanout_cap)),
+        open_source=reopen,
     )
     rng = np.random.default_rng(s.seed)
     for variant, by_alpha in out["results"].items():
