@@ -8,14 +8,25 @@ MATCH (e:Entity {dataset: $dataset, id: id})
   WHERE EXISTS { (q)-[:IN_SUBGRAPH]->(e) }
 WITH q, collect(e) AS found
 CALL (q, found) {
-  UNWIND found AS e
-  CALL (q, e) {
+  CALL (q, found) {
+    UNWIND found AS e
+    WITH q, e WHERE 2 * COUNT { (e)--() } <= $cap
     MATCH (e)-[r]-(n:Entity)
       WHERE EXISTS { (q)-[:IN_SUBGRAPH]->(n) }
-    WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
-    RETURN type, forward, collect(n)[..$cap] AS ns
+    RETURN type(r) AS type, startNode(r) = e AS forward, e, n
+    UNION ALL
+    UNWIND found AS e
+    WITH q, e WHERE 2 * COUNT { (e)--() } > $cap
+    CALL (q, e) {
+      MATCH (e)-[r]-(n:Entity)
+        WHERE EXISTS { (q)-[:IN_SUBGRAPH]->(n) }
+      WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
+      WITH type, forward, collect(n)[..$cap] AS ns
+      UNWIND ns AS n
+      RETURN type, forward, n
+    }
+    RETURN type, forward, e, n
   }
-  UNWIND ns AS n
   WITH type, forward, collect(id(e) * 4294967296 + id(n)) AS edges, collect(n) AS ns
   RETURN collect([type, forward, edges, CASE WHEN $names THEN [n IN ns | n.id] END]) AS groups
 }

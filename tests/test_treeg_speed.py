@@ -151,3 +151,18 @@ def test_by_node_hop_names_the_frontier_and_counts_one_round_trip(metaqa_ready):
     assert set(second.frontier) == set(films) and "Alien" in second.frontier.values()
     assert "Ridley Scott" in second.names.values()
     assert src.round_trips == 2
+
+
+@pytest.mark.neo4j
+def test_hub_path_and_flat_pass_give_the_same_rows_when_no_cap_binds(metaqa_ready):
+    """An entity with 2 * degree > cap is expanded on the sorted per-entity path, the rest in
+    one flat pass: with a cap above every group's size both must return the same rows."""
+    rows, _ = metaqa_ready.query(
+        "MATCH (e:Entity {dataset: 'metaqa'}) WITH e, COUNT { (e)--() } AS d "
+        "WHERE 40 <= d <= 60 RETURN e.id AS id ORDER BY id LIMIT 30"
+    )
+    ids = [r["id"] for r in rows]
+    assert len(ids) == 30
+    flat = Neo4jNeighbours(metaqa_ready, "metaqa", fanout_cap=1_000)  # 2 * 60 <= 1,000
+    hub = Neo4jNeighbours(metaqa_ready, "metaqa", fanout_cap=61)  # 2 * 40 > 61 > any group
+    assert flat.neighbours(ids) == hub.neighbours(ids)

@@ -46,6 +46,11 @@ class CachedAdjacency:
     def round_trips(self) -> int:
         return self.source.round_trips
 
+    @property
+    def entities(self) -> int:
+        """Entities whose rows are cached."""
+        return len(self._rows)
+
     def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
         found = self._resolve(ids, nodes)
         steps = [self._rows[n][0] for n in found]
