@@ -97,9 +97,9 @@ results: neo4j
 	done
 	# mixed: every hop count, no hop count at ask time (depth 3)
 	$(CPR) train metaqa
-	$(CPR) eval metaqa --split inner-dev --methods cpr,abl2 --no-hop-level --max-questions 1500 \
+	$(CPR) eval metaqa --split inner-dev --methods cpr,abl2 --no-hop-level \
 	  --centres 0,1 --out $(RESULTS)/metaqa-mixed-innerdev
-	$(CPR) eval metaqa --methods cpr,abl2 --no-hop-level --max-questions 3000 --centres 0,1 \
+	$(CPR) eval metaqa --methods cpr,abl2 --no-hop-level --centres 0,1 \
 	  --out $(RESULTS)/metaqa-mixed
 	$(PY) -m cpr_neo4j.conformal.summary $(RESULTS) README.md
 
