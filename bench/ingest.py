@@ -2,7 +2,9 @@
 the frozen previous online path (`v1`: a map per row, one statement per relation type) and a
 naive one-MERGE-per-triple baseline, on the MetaQA KB and on synthetic graphs with 10 /
 1,000 / 5,000 relation types at equal triple count; then neo4j-admin bulk import. All
-measured in this run; v1 and new alternate, and ratios compare them.
+measured in this run; v1 and new alternate, and ratios compare them. On the MetaQA KB a
+`floor` runs too: the new path's batches written by plain CREATEs with no existence check
+(not idempotent): what the same batches cost with no existence check at all.
 
     python bench/ingest.py [--naive-sample 3000] [--types 10,1000,5000] [--type-triples 50000]
                            [--repeats 1] [--skip-bulk]
@@ -72,6 +74,15 @@ def ingest_new(store: GraphStore, ds: Dataset, batch_size: int = 10_000) -> None
         pass
 
 
+def ingest_floor(store: GraphStore, ds: Dataset, batch_size: int = 10_000) -> None:
+    """The new path's batches and columns, written by plain CREATEs (no MERGE, no check)."""
+    bootstrap(store)
+    for _ in write_entities(store, ds, batch_size, name="create_entities_floor"):
+        pass
+    for _ in write_triples(store, ds, validate_relations(ds), batch_size, "create_triples_floor"):
+        pass
+
+
 def ingest_whole(store: GraphStore, ds: Dataset) -> None:
     """`ingest` itself: the graph plus Relation nodes, questions, links, Dataset record."""
     ingest(store, ds)
@@ -87,12 +98,15 @@ def timed(ds: Dataset, fn: Callable[[GraphStore, Dataset], None]) -> float:
     return took
 
 
-def compare(ds: Dataset, repeats: int) -> dict[str, float]:
-    """Median seconds of the graph stages (entities + triples), v1 and new alternating."""
-    runs: dict[str, list[float]] = {"v1": [], "new": []}
+PATHS = {"v1": ingest_v1, "new": ingest_new, "floor": ingest_floor}
+
+
+def compare(ds: Dataset, repeats: int, paths: tuple[str, ...] = ("v1", "new")) -> dict[str, float]:
+    """Median seconds of the graph stages (entities + triples), the paths alternating."""
+    runs: dict[str, list[float]] = {name: [] for name in paths}
     for k in range(repeats):
-        for name in ("v1", "new") if k % 2 == 0 else ("new", "v1"):
-            runs[name].append(timed(ds, ingest_v1 if name == "v1" else ingest_new))
+        for name in paths if k % 2 == 0 else paths[::-1]:
+            runs[name].append(timed(ds, PATHS[name]))
     return {k: statistics.median(v) for k, v in runs.items()}
 
 
@@ -165,7 +179,7 @@ def main() -> None:
     ap.add_argument("--naive-sample", type=int, default=3000)
     ap.add_argument("--types", default="10,1000,5000")
     ap.add_argument("--type-triples", type=int, default=50_000)
-    ap.add_argument("--repeats", type=int, default=1, help="runs of v1 and new each (median)")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each path (median)")
     ap.add_argument("--skip-bulk", action="store_true")
     ap.add_argument("--skip-metaqa", action="store_true")
     args = ap.parse_args()
@@ -178,11 +192,12 @@ def main() -> None:
         print(
             f"naive (1 MERGE/triple/tx, {args.naive_sample:,} sampled): {naive_rate:,.0f} triples/s"
         )
-        t = compare(kb, args.repeats)
-        for k in ("v1", "new"):
-            print(f"online {k:>3} (entities + triples): {t[k]:.1f} s, {n / t[k]:,.0f} triples/s")
+        t = compare(kb, args.repeats, ("v1", "new", "floor"))
+        for k in t:
+            print(f"online {k:>5} (entities + triples): {t[k]:.1f} s, {n / t[k]:,.0f} triples/s")
         print(f"  ratio new/v1 triples/s: {t['v1'] / t['new']:.2f}x; new/naive "
-              f"{n / t['new'] / naive_rate:.1f}x")  # fmt: skip
+              f"{n / t['new'] / naive_rate:.1f}x; floor/v1 {t['v1'] / t['floor']:.2f}x "
+              f"(plain CREATEs of the same batches)")  # fmt: skip
         whole_kb = timed(kb, ingest_whole)
         whole = timed(replace(ds, name="bench_full"), ingest_whole)
         print(

@@ -175,6 +175,13 @@ def bench_server(
         f"{cores} cores could answer at most {cores * 1000 / (serve_ms + db_ms):.0f} questions/s"
         " if nothing else ran"
     )
+    # Closed loop (each client sends its next question when the answer comes): by Little's
+    # law mean latency = clients / throughput, so a latency target fixes the throughput.
+    print(
+        f"  {args.clients} closed-loop clients: mean latency {statistics.mean(lat):.0f} ms vs "
+        f"clients / throughput {args.clients * 1000 / qps:.0f} ms (Little's law); a mean under "
+        f"20 ms would take {args.clients * 1000 / 20:.0f} questions/s"
+    )
     if solo_lat:
         print(
             f"  one client alone ({len(solo_lat)} questions): p50 "

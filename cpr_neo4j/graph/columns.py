@@ -25,16 +25,23 @@ def _write(store: GraphStore, name: str, params: dict) -> object:
     return store.query(statement(name), params, write=True)[1].counters
 
 
-def write_entities(store: GraphStore, dataset: Dataset, batch_size: int) -> Batches:
+def write_entities(
+    store: GraphStore, dataset: Dataset, batch_size: int, name: str = "merge_entities_cols"
+) -> Batches:
+    """`name`: the statement (bench/ingest.py times a plain CREATE on the same columns)."""
     ents = dataset.entities
     for off in range(0, ents.height, batch_size):
         part = ents.slice(off, batch_size)
         params = {"ids": part["id"].to_list(), "names": part["name"].to_list()}
-        yield part.height, _write(store, "merge_entities_cols", {**params, "dataset": dataset.name})
+        yield part.height, _write(store, name, {**params, "dataset": dataset.name})
 
 
 def write_triples(
-    store: GraphStore, dataset: Dataset, relations: list[str], batch_size: int
+    store: GraphStore,
+    dataset: Dataset,
+    relations: list[str],
+    batch_size: int,
+    name: str = "merge_triples_any",
 ) -> Batches:
     """Sorted by head, relation, tail: the same batches on every run (a re-run finds its
     own batches' relationships), and a head's triples share a batch. `relations`: the
@@ -56,7 +63,7 @@ def write_triples(
             "types": relations,
             "dataset": dataset.name,
         }
-        yield n, _write(store, "merge_triples_any", params)
+        yield n, _write(store, name, params)
 
 
 def write_questions(store: GraphStore, dataset: Dataset, batch_size: int) -> Batches:
