@@ -32,6 +32,31 @@ def test_reads_name_the_database_and_return_records(store):
     assert store.read("count_nodes")[0]["nodes"] >= 0
 
 
+def test_a_read_sees_the_write_just_before_it(store):
+    store.query("CREATE (:CprReadCheck {k: $k})", {"k": "after-write"}, write=True)
+    try:
+        rows, _ = store.query(
+            "MATCH (n:CprReadCheck {k: $k}) RETURN count(n) AS n", {"k": "after-write"}
+        )
+        assert rows[0]["n"] == 1
+    finally:
+        store.query("MATCH (n:CprReadCheck) DELETE n", write=True)
+
+
+def test_a_read_that_fails_transiently_runs_again_as_a_managed_transaction(store, monkeypatch):
+    from neo4j.exceptions import TransientError
+
+    tries = []
+
+    def fail_once(text, params):
+        tries.append(text)
+        raise TransientError("injected: the auto-commit read failed")
+
+    monkeypatch.setattr(store, "_read_once", fail_once)
+    assert store.read("count_nodes")[0]["nodes"] >= 0  # answered by the managed retry
+    assert len(tries) == 1
+
+
 def test_unreachable_server_is_one_clear_error():
     bad = Neo4jSettings("bolt://127.0.0.1:1", "neo4j", "x", "neo4j", "test")
     with pytest.raises(ConnectionFailed) as info:

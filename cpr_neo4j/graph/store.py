@@ -5,8 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from neo4j import Driver, GraphDatabase, Query, RoutingControl
-from neo4j.exceptions import AuthError, ConfigurationError, Neo4jError, ServiceUnavailable
+from neo4j import READ_ACCESS, Driver, GraphDatabase, Query, RoutingControl
+from neo4j.exceptions import (
+    AuthError,
+    ConfigurationError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+    TransientError,
+)
 
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import ConnectionFailed
@@ -62,7 +69,17 @@ class GraphStore:
         self.driver.close()
 
     def query(self, text: str, params: dict[str, Any] | None = None, *, write: bool = False):
-        """Run one statement in its own transaction; returns (records, summary)."""
+        """Run one statement in its own transaction; returns (records, summary).
+
+        A read runs first as an auto-commit transaction: a managed one (execute_query) adds
+        a COMMIT round trip, which made a 2-id lookup 6.1 ms instead of 3.5 ms (2.3 vs
+        1.3 ms of client CPU). A read that fails transiently or on a lost connection runs
+        again as before, a managed transaction the driver retries; writes always do."""
+        if not write:
+            try:
+                return self._read_once(text, params)
+            except (TransientError, ServiceUnavailable, SessionExpired):
+                pass
         records, summary, _ = self.driver.execute_query(
             Query(text),
             params or {},
@@ -70,6 +87,16 @@ class GraphStore:
             routing_=RoutingControl.WRITE if write else RoutingControl.READ,
         )
         return records, summary
+
+    def _read_once(self, text: str, params: dict[str, Any] | None):
+        with self.driver.session(
+            database=self.database,
+            default_access_mode=READ_ACCESS,
+            bookmark_manager=self.driver.execute_query_bookmark_manager,  # sees its writes
+        ) as session:
+            result = session.run(Query(text), params or {})
+            records = list(result)
+            return records, result.consume()
 
     def autocommit(self, name: str, /, **params: Any):
         """Run a named statement in an implicit transaction (needed by CALL {} IN TRANSACTIONS)."""
