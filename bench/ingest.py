@@ -3,8 +3,8 @@ the frozen previous online path (`v1`: a map per row, one statement per relation
 naive one-MERGE-per-triple baseline, on the MetaQA KB and on synthetic graphs with 10 /
 1,000 / 5,000 relation types at equal triple count; then neo4j-admin bulk import. All
 measured in this run; v1 and new alternate, and ratios compare them. On the MetaQA KB a
-`floor` runs too: the new path's batches written by plain CREATEs with no existence check
-(not idempotent): what the same batches cost with no existence check at all.
+`floor` runs too: the new path's batches written by plain CREATEs (not idempotent), i.e.
+what the same batches cost with no existence check at all.
 
     python bench/ingest.py [--naive-sample 3000] [--types 10,1000,5000] [--type-triples 50000]
                            [--repeats 1] [--skip-bulk]

@@ -72,9 +72,10 @@ class GraphStore:
         """Run one statement in its own transaction; returns (records, summary).
 
         A read runs first as an auto-commit transaction: a managed one (execute_query) adds
-        a COMMIT round trip, which made a 2-id lookup 6.1 ms instead of 3.5 ms (2.3 vs
-        1.3 ms of client CPU). A read that fails transiently or on a lost connection runs
-        again as before, a managed transaction the driver retries; writes always do."""
+        a COMMIT round trip, which made a 2-id lookup 4.5 ms instead of 2.7 ms (1.9 vs
+        1.2 ms of client CPU; README "Benchmarks"). A read that fails transiently or on a
+        lost connection runs again as before, a managed transaction the driver retries;
+        writes always do."""
         if not write:
             try:
                 return self._read_once(text, params)
