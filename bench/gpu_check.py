@@ -84,6 +84,26 @@ def check(device: str, encoder: TextEncoder, pairs: list[PathPair], epochs: int)
     assert report.accuracy_trained > report.accuracy_vsem, "training did not help"
 
 
+def spread(encoder: TextEncoder, pairs: list[PathPair]) -> None:
+    """The same trained weights scoring the same paths on the numpy CPU scorer and on CUDA:
+    whether a calibration made on one serves asks on the other (the canary's question,
+    stages/canary.py, at the cut's tolerance)."""
+    from cpr_neo4j.conformal.threshold import TOLERANCE
+
+    cpu = PathScorer(encoder, {}, {}, RCVNet(), device="cpu")
+    train_rcvnet(cpu, pairs[:4096], epochs=1, seed=0, progress=False, device="cpu")
+    gpu = PathScorer(encoder, {}, {}, cpu.net, device="cuda")
+    worst = 0.0
+    for q in TEMPLATES:
+        paths = [p.neg.relpath for p in pairs[:2048]]
+        a = cpu.score(cpu.question(q), paths).astype(float)
+        b = gpu.score(gpu.question(q), paths).astype(float)
+        worst = max(worst, float((abs(a - b) / (1 + abs(a))).max()))
+    verdict = "serves" if worst <= TOLERANCE else "is refused by the canary: recalibrate on cuda"
+    print(f"[cuda vs cpu] largest relative cost difference {worst:.3g} (tolerance "
+          f"{TOLERANCE:g}): a CPU calibration {verdict}")  # fmt: skip
+
+
 def find_llm(given: str | None) -> str | None:
     """A small instruct model already here: no download is possible on a device machine."""
     if given or os.environ.get("CPR_GPU_LLM"):
@@ -161,6 +181,7 @@ def main() -> int:
     pairs = make_pairs(args.pairs, seed=0)
     for device in ("cuda", "cpu"):
         check(device, encoder, pairs, args.epochs)
+    spread(encoder, pairs)
     check_hints(find_llm(args.llm))
     return 0
 

@@ -447,11 +447,10 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    import torch
-
     from cpr_neo4j.model.encoder import TextEncoder
+    from cpr_neo4j.model.threads import set_threads
 
-    torch.set_num_threads(args.torch_threads)
+    set_threads(args.torch_threads)  # the encoder's and scorer's threads (no torch now)
     encoder = TextEncoder()
     scorers = {h: scorer_factory(encoder, h) for h in HOPS}
     base = base_dataset(args.questions)

@@ -23,7 +23,7 @@ import pytest
 from cpr_neo4j.neo4j_server import browser
 
 QUESTION = "which person directed the movies starred by [John Krasinski]"  # `make demo`'s
-ALPHAS = ("0.3", "0.1", "0.02")  # tried in turn until the set is not empty
+ALPHA = "0.3"
 
 
 def _arg(url: str) -> str:
@@ -82,61 +82,44 @@ def _need(what: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def asked(store, metaqa, neo4j_settings, tmp_path_factory):
-    """`cpr ask` on the demo question under a private CPR_HOME: (its output, the Ask id,
-    everything the tries printed: the login hint comes only with the first).
+def chromium() -> tuple[str, str]:
+    """(chromium, chromedriver); skips (fails under CPR_REQUIRE_BROWSER=1) before anything
+    is trained or asked when either, or Selenium, is missing."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        _need("Selenium is not installed (pip install '.[dev]')")
+    found = _chromium()
+    if not found:
+        _need("chromium and chromium-driver are not installed (apt-get install ...)")
+    return found
 
-    The model: the newest calibrated 2-hop CPR model whose files are here, else a small one
-    trained for the test (a few minutes; removed afterwards)."""
-    from cpr_neo4j.config import cpr_home, credentials_file
-    from cpr_neo4j.graph import records
-    from tests.conftest import drop_models
+
+@pytest.fixture(scope="module")
+def asked(chromium, store, metaqa, neo4j_settings, tmp_path_factory, two_hop):
+    """`cpr ask` on the demo question under a fresh CPR_HOME (so the login hint comes with
+    its first ask): (its output, the Ask id, everything it printed).
+
+    The model: the session's small 2-hop CPR model (its folder linked into the home). Sets
+    are never empty (the top-ranked answers are always in), so the view has answers."""
+    from tests.conftest import private_home
 
     if neo4j_settings.source in ("environment", "testcontainers"):
         pytest.skip("needs the local server that `cpr neo4j start` runs (its Browser)")
-    home = tmp_path_factory.mktemp("cpr_home")
-    (home / "neo4j").mkdir()
-    shutil.copy(credentials_file(), home / "neo4j" / "credentials.json")
-    cal = records.latest_calibration(store, "metaqa", None, 2)
-    trained = None
-    if cal and (cpr_home() / "models" / cal["model"]).is_dir():
-        model_id = cal["model"]
-        (home / "models").mkdir()
-        (home / "models" / model_id).symlink_to(cpr_home() / "models" / model_id)
-    else:
-        model_id = trained = _train_small(store, home)
+    home = private_home(tmp_path_factory, "cpr_home_browser")
+    (home / "models").mkdir()
+    model_id = two_hop.model_id
+    (home / "models" / model_id).symlink_to(two_hop.home / "models" / model_id)
     env = dict(os.environ, CPR_HOME=str(home), COLUMNS="200")
-    # The view needs answers: a weak model's set can be empty at a large alpha, so step
-    # alpha down (bigger sets) until it is not, dropping each empty Ask.
-    printed = ""
-    for alpha in ALPHAS:
-        cmd = [sys.executable, "-m", "cpr_neo4j", "ask", QUESTION, "--alpha", alpha]
-        done = subprocess.run(
-            [*cmd, "--model", model_id], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        printed += done.stdout
-        ask_id = re.search(r"\(:Ask \{id: '(\w+)'\}\)", done.stdout).group(1)
-        if "the set is empty" not in done.stdout:
-            break
-        store.write("delete_asks", ids=[ask_id])
-    else:
-        pytest.fail(f"{QUESTION!r} got an empty set at every alpha in {ALPHAS}")
-    yield done.stdout, ask_id, printed
+    cmd = [sys.executable, "-m", "cpr_neo4j", "ask", QUESTION, "--alpha", ALPHA]
+    done = subprocess.run(
+        [*cmd, "--model", model_id], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ask_id = re.search(r"\(:Ask \{id: '(\w+)'\}\)", done.stdout).group(1)
+    assert "the set is empty" not in done.stdout
+    yield done.stdout, ask_id, done.stdout + done.stderr
     store.write("delete_asks", ids=[ask_id])
-    if trained:
-        drop_models(store, [trained])
-
-
-def _train_small(store, home: Path) -> str:
-    from cpr_neo4j.stages.calibrate import calibrate
-    from cpr_neo4j.stages.train import TrainSettings, train
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CPR_HOME", str(home))
-        result = train(store, TrainSettings("metaqa", hops=2, max_questions=100, cal_share=0.02))
-        calibrate(store, "metaqa", result.model_id, alphas=tuple(map(float, ALPHAS)))
-    return result.model_id
 
 
 def expected_counts(store, ask_id: str) -> tuple[int, int]:
@@ -257,14 +240,10 @@ class Browser:
 
 @pytest.mark.browser
 @pytest.mark.neo4j
-def test_the_printed_link_shows_exactly_the_answer_paths(store, asked, neo4j_settings, tmp_path):
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        _need("Selenium is not installed (pip install '.[dev]')")
-    found = _chromium()
-    if not found:
-        _need("chromium and chromium-driver are not installed (apt-get install ...)")
+def test_the_printed_link_shows_exactly_the_answer_paths(
+    chromium, store, asked, neo4j_settings, tmp_path
+):
+    found = chromium
     out, ask_id, printed = asked
     url = re.search(r"Browse the paths: (\S+)", out).group(1)
     assert "dbms=" in url and "log in as `neo4j`" in printed and "run button" in printed

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import pytest
 
 from cpr_neo4j.config import Neo4jSettings
-from cpr_neo4j.conformal.threshold import answer_set
+from cpr_neo4j.conformal.guarantee import cut_set, request
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
@@ -28,8 +28,9 @@ from cpr_neo4j.neo4j_server import server
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
+from cpr_neo4j.stages.scoring import answer_scores, columns
 from cpr_neo4j.stages.train import TrainSettings, train
-from tests.conftest import drop_models, run_cpr
+from tests.conftest import drop_models, private_home, run_cpr
 
 pytestmark = [
     pytest.mark.neo4j,
@@ -117,7 +118,7 @@ def bulk_store(bulk_settings):
 @pytest.fixture(scope="module")
 def models_home(tmp_path_factory):
     """Both trainings save under one private CPR_HOME (model folders named by their id)."""
-    home = tmp_path_factory.mktemp("cpr_models")
+    home = private_home(tmp_path_factory, "cpr_models")
     mp = pytest.MonkeyPatch()
     mp.setenv("CPR_HOME", str(home))
     yield
@@ -161,12 +162,24 @@ def test_same_seed_gives_the_same_pairs_and_model(runs):
     assert online.model_id == bulk.model_id
 
 
+def taus(cal) -> dict:
+    """(alpha, group) -> the threshold `cpr ask` uses by default (PAC, per group)."""
+    groups = sorted(cal.groups)
+    return {
+        (a, g): cal.calibrated.threshold(request(a, cal.delta), g).value
+        for a in ALPHAS
+        for g in groups
+    }
+
+
 def test_same_seed_gives_the_same_calibration(runs):
     (_, _, online, online_scores), (_, _, bulk, bulk_scores) = runs["online"], runs["bulk"]
-    print(f"\ntaus: {online.taus} (online, n = {online.n}), {bulk.taus} (bulk, n = {bulk.n})")
+    print(f"\ntaus: {taus(online)} (online, n = {online.n}), {taus(bulk)} (bulk, n = {bulk.n})")
     assert online.n == bulk.n and online.recall == bulk.recall
+    assert online.groups == bulk.groups and online.spec == bulk.spec
     assert online_scores == bulk_scores
-    assert online.taus == bulk.taus
+    assert online.calibrated.groups.tolist() == bulk.calibrated.groups.tolist()
+    assert taus(online) == taus(bulk)
 
 
 def test_same_answer_sets_on_test_questions(runs):
@@ -178,8 +191,13 @@ def test_same_answer_sets_on_test_questions(runs):
         scorer.questions([q.masked for q in questions])
         sets[name] = {}
         for q in questions:
-            costs = retriever.run(q.masked, q.topics, q.text).answer_costs()
-            sets[name][q.id] = {a: answer_set(costs, cal.taus[a]) for a in ALPHAS}
+            cols = columns(retriever.run(q.masked, q.topics, q.text), cal.spec, False)
+            scores = answer_scores(cols, cal.spec)
+            sets[name][q.id] = {}
+            for a in ALPHAS:  # the set `cpr ask` gives: the group's threshold, never empty
+                req = request(a, cal.delta)
+                inside = cut_set(scores, cal.calibrated.threshold(req, cols.group), req)
+                sets[name][q.id][a] = {i for i, k in zip(cols.ids, inside, strict=True) if k}
     online, bulk = sets["online"], sets["bulk"]
     assert len(online) == N_TEST and list(online) == list(bulk)
     differ = [qid for qid in online if online[qid] != bulk[qid]]

@@ -4,17 +4,16 @@ sequence serving CPR (never the ablation eval trains)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
+from cpr_neo4j.conformal.guarantee import request
 from cpr_neo4j.graph import records
 from cpr_neo4j.model.store import read_config
 from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import calibrate, resolve_model
 from cpr_neo4j.stages.evaluate import INNER_DEV, EvalSettings, run
 from cpr_neo4j.stages.train import TrainSettings, train
-from tests.conftest import drop_models
+from tests.conftest import drop_models, private_home
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.slow]
 
@@ -25,13 +24,8 @@ ALPHAS = (0.1, 0.3, 0.5)
 @pytest.fixture(scope="module")
 def models(store, metaqa, tmp_path_factory):
     """CPR at 1 hop, then eval (which trains Abl.2 at 1 hop), then CPR at 2 hops."""
-    from cpr_neo4j.config import credentials_file
-
     mp = pytest.MonkeyPatch()
-    home = tmp_path_factory.mktemp("cpr_home_eval")
-    if credentials_file().exists():
-        (home / "neo4j").mkdir()
-        shutil.copy(credentials_file(), home / "neo4j" / "credentials.json")
+    home = private_home(tmp_path_factory, "cpr_home_eval")
     mp.setenv("CPR_HOME", str(home))
     try:  # a failed setup must not leave CPR_HOME pointing here for later modules
         cpr1 = train(store, TrainSettings("metaqa", hops=1, **SMALL)).model_id
@@ -40,11 +34,11 @@ def models(store, metaqa, tmp_path_factory):
             EvalSettings(
                 "metaqa",
                 alphas=ALPHAS,
-                repeats=3,
                 hops=1,
                 max_questions=150,
                 hop_level_questions=30,
                 boot=200,
+                draws=50,
             ),
             say=lambda _: None,
             out_dir=home / "report",
@@ -78,10 +72,19 @@ def test_abl2_is_trained_without_puct(store, models):
 
 
 def test_deployed_tau_is_the_tau_cpr_calibrate_writes(store, models):
+    """`cpr eval`'s CPR row (the test split's working half) is answered with the thresholds
+    `cpr calibrate` writes: the same calibration questions, linking, score family, delta
+    and groups; per group, for every alpha."""
     cal = calibrate(store, "metaqa", models["cpr1"], alphas=ALPHAS)
     head = models["eval"].deployed
     for a in ALPHAS:
-        assert head.row("CPR", a).tau == pytest.approx(cal.taus[a])
+        row = head.row("CPR", a)
+        assert row.tau and set(cal.groups) - {0} <= set(row.tau)
+        for g, tau in row.tau.items():
+            assert tau == pytest.approx(cal.calibrated.threshold(request(a, cal.delta), g).value)
+        fnr = head.row("CPR, answer recall (FNR)", a)
+        for g, lam in fnr.tau.items():
+            assert lam == pytest.approx(cal.calibrated.threshold(request(a, 0, "fnr"), g).value)
     assert head.n_cal == cal.n
 
 
@@ -97,8 +100,11 @@ def test_the_report_has_both_views_and_the_fair_hop_level_baseline(models):
             assert len(row.tau) == 1 and row.n_test == 30 and 0 <= row.ecr <= 1
     # Bonferroni at H = 1 is the uncorrected threshold
     assert out.deployed.row(hop[0], 0.1).tau == out.deployed.row(hop[1], 0.1).tau
-    assert {r.method for r in out.pooled.rows} >= {"CPR", "top-k (CPR)"}
-    assert [x.method for x in out.deployed.exchangeability][0] == "CPR"
+    for m in ("CPR", "top-k (CPR)"):  # the pooled view, a second view on each row
+        pooled = out.deployed.row(m, 0.3).pooled
+        assert 0 <= pooled["ecr_mean"] <= 1 and 0 <= pooled["held"] <= 1
+    assert [x.method for x in out.deployed.diagnoses][0] == "CPR"
+    assert {"Abl.1 (V_sem)", "Abl.2 (w/o PUCT)"} <= {x.method for x in out.deployed.diagnoses}
     for kind in ("json", "markdown", "ecr_plot", "apss_plot"):
         assert out.files[kind].exists()
 
@@ -109,9 +115,10 @@ def test_train_eval_calibrate_ask_serves_cpr(store, models):
     cal = calibrate(store, "metaqa", alphas=ALPHAS, hops_filter=1)
     assert cal.model_id == models["cpr1"]
     calibrate(store, "metaqa", abl2, alphas=ALPHAS)  # the ablation's again, newest of all
-    r = ask(store, "which movies did [Ridley Scott] direct", 0.3, "metaqa", hops_filter=1)
+    r = ask(store, "which movies did [Ridley Scott] direct", 0.3, dataset="metaqa", hops_filter=1)
     assert r.model_id == models["cpr1"]
-    pinned = ask(store, "which movies did [Ridley Scott] direct", 0.3, "metaqa", model_id=abl2)
+    q = "which movies did [Ridley Scott] direct"
+    pinned = ask(store, q, 0.3, dataset="metaqa", model_id=abl2)
     assert pinned.model_id == abl2  # --model still reaches it on purpose
 
 
@@ -121,7 +128,6 @@ def test_inner_dev_split_is_answered(store, models):
         EvalSettings(
             "metaqa",
             alphas=(0.3,),
-            repeats=2,
             hops=1,
             methods=("cpr",),
             split=INNER_DEV,
@@ -138,23 +144,24 @@ def test_inner_dev_split_is_answered(store, models):
 
 def test_workers_give_the_numbers_one_process_gives(store, models):
     """Questions shared among forked workers (their own drivers and caches) and merged back
-    in order: every row equals the one-process run's. A worker scores with one torch
-    thread; so does the one-process run here, as float32 sums in another order would move
-    scores by ~1e-7, and MetaQA's same-template questions tie exactly at tau."""
-    import torch
+    in order: every row equals the one-process run's. A worker scores with one thread
+    (model.threads: ONNX Runtime and BLAS); so does the one-process run here, as float32
+    sums in another order would move scores by ~1e-7, and MetaQA's same-template questions
+    tie exactly at tau."""
+    from cpr_neo4j.model import threads
 
-    def rows(workers: int) -> str:
+    def rows(workers: int) -> dict:
         out = run(
             store,
             EvalSettings(
                 "metaqa",
                 alphas=ALPHAS,
-                repeats=2,
                 hops=1,
                 methods=("cpr", "abl1"),
                 max_questions=60,
                 hop_level=False,
                 boot=100,
+                draws=20,
                 model_id=models["cpr1"],
                 workers=workers,
             ),
@@ -162,17 +169,22 @@ def test_workers_give_the_numbers_one_process_gives(store, models):
             out_dir=None,
         )
         assert len(out.deployed.rows) >= 3 * len(ALPHAS)  # CPR, Abl.1, top-k at least
-        return repr(  # repr: nan == nan
-            [
-                (r.method, r.alpha, r.tau, r.ecr, r.ecr_lo_cal, r.apss, r.hits1, r.recall_cal)
-                for r in out.deployed.rows
-            ]
-        )
+        fields = ("tau", "ecr", "ecr_lo", "ecr_hi", "ecr_lo_cal", "ecr_hi_cal", "fnr", "fnr_lo",
+                  "fnr_hi", "apss", "recall_cal", "recall", "pooled")  # fmt: skip
+        return {
+            (r.method, r.alpha): {k: repr(getattr(r, k)) for k in fields}  # repr: nan == nan
+            | {"hits1": repr(r.metrics["hits1"])}
+            for r in out.deployed.rows
+        }
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with threads.limited(1):
         one = rows(1)
-    finally:
-        torch.set_num_threads(threads)
-    assert rows(2) == one
+    two = rows(2)
+    assert one.keys() == two.keys()
+    differ = {
+        (row, k): (v, two[row][k])
+        for row, d in one.items()
+        for k, v in d.items()
+        if v != two[row][k]
+    }
+    assert not differ, differ

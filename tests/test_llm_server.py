@@ -25,7 +25,7 @@ from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.retrieval import hint_cache_path, hint_provider
 from cpr_neo4j.stages.train import TrainSettings, train
-from tests.conftest import drop_models
+from tests.conftest import drop_models, private_home
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.llm]
 
@@ -69,15 +69,9 @@ def llm_url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
-    """A private CPR_HOME (models, hint cache), with the local server's credentials."""
-    import shutil
-
-    from cpr_neo4j.config import credentials_file
-
-    path = tmp_path_factory.mktemp("cpr_home")
-    if credentials_file().exists():
-        (path / "neo4j").mkdir()
-        shutil.copy(credentials_file(), path / "neo4j" / "credentials.json")
+    """A private CPR_HOME (models, hint cache), with the local server's credentials and
+    the exported encoder."""
+    path = private_home(tmp_path_factory, "cpr_home")
     mp = pytest.MonkeyPatch()
     mp.setenv("CPR_HOME", str(path))
     yield path
@@ -126,15 +120,15 @@ def test_ask_with_the_calibrated_hints_and_refusals(store, hinted, llm_url):
     model_id, _, _ = hinted
     hints = hint_provider(llm_url, ALIAS)  # a fresh provider: the cache is on disk
     t0 = time.perf_counter()
-    r = ask(store, QUESTION, 0.5, "metaqa", model_id=model_id, hints=hints)
+    r = ask(store, QUESTION, 0.5, dataset="metaqa", model_id=model_id, hints=hints)
     print(f"ask with hints: {time.perf_counter() - t0:.1f} s, {len(r.answers)} answers; ")
     print(hints.stats.line())
     assert r.answers and hints.stats.asked + hints.stats.cached == 1
     with pytest.raises(Conflict, match="hint_mode none"):
-        ask(store, QUESTION, 0.5, "metaqa", model_id=model_id)
+        ask(store, QUESTION, 0.5, dataset="metaqa", model_id=model_id)
     hints.prompt = "older-prompt"
     with pytest.raises(Conflict, match="hint_prompt older-prompt"):
-        ask(store, QUESTION, 0.5, "metaqa", model_id=model_id, hints=hints)
+        ask(store, QUESTION, 0.5, dataset="metaqa", model_id=model_id, hints=hints)
 
 
 def test_cli_ask_uses_the_server(hinted, llm_url, home):

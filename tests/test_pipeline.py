@@ -6,12 +6,14 @@ import math
 
 import pytest
 
+from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA, Calibrated, request
+from cpr_neo4j.conformal.threshold import TOLERANCE, within
 from cpr_neo4j.errors import CprError, Unattainable
 from cpr_neo4j.graph import records
 from cpr_neo4j.stages.ask import ask
-from cpr_neo4j.stages.calibrate import DEFAULT_CENTRE, calibrate, tau_for
+from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.train import TrainSettings, train
-from tests.conftest import drop_models
+from tests.conftest import drop_models, private_home
 
 pytestmark = pytest.mark.neo4j
 
@@ -20,14 +22,7 @@ pytestmark = pytest.mark.neo4j
 def trained(store, metaqa, tmp_path_factory, monkeypatch_module):
     """A small 1-hop model and its calibration, under a private CPR_HOME (models, hints);
     the local server's credentials are copied there so Browser links still resolve."""
-    import shutil
-
-    from cpr_neo4j.config import credentials_file
-
-    home = tmp_path_factory.mktemp("cpr_home")
-    if credentials_file().exists():
-        (home / "neo4j").mkdir()
-        shutil.copy(credentials_file(), home / "neo4j" / "credentials.json")
+    home = private_home(tmp_path_factory, "cpr_home")
     monkeypatch_module.setenv("CPR_HOME", str(home))
     result = train(store, TrainSettings("metaqa", hops=1, max_questions=150, cal_share=0.05))
     cal = calibrate(store, "metaqa", result.model_id, alphas=(0.1, 0.3, 0.5))
@@ -49,15 +44,30 @@ def test_training_beats_vsem_on_held_out_pairs(trained):
     assert f["heldout_accuracy_rcvnet"] > f["heldout_accuracy_vsem"]
 
 
+def in_set(cost: float, r) -> bool:
+    """An answer belongs to r's set: within its threshold (tolerance included), or tied
+    with the top-ranked answer (sets are never empty unless allow_empty)."""
+    top = r.answers[0].cost if r.answers else math.inf
+    return bool(within([cost], r.tau)[0] or within([cost], top)[0])
+
+
 def test_calibration_round_trips_through_neo4j(store, trained):
+    """The node keeps every calibration question's score and group: the thresholds read
+    back from it are the calibration's, for every alpha, delta, risk and group."""
     result, cal = trained
     node = records.latest_calibration(store, "metaqa", result.model_id)
     assert node["id"] == cal.id and node["model"] == result.model_id
-    assert node["n"] == cal.n == len(node["scores"]) and node["hint_mode"] == "none"
+    assert node["n"] == cal.n == len(node["scores"]) == len(node["q_scores"])
+    assert len(node["q_groups"]) == cal.n and node["hint_mode"] == "none"
     assert node["scores"] == sorted(node["scores"])
-    for alpha, tau in cal.taus.items():
-        assert tau_for(node, alpha) == tau
+    back = Calibrated.from_node(node)
+    for alpha in (0.1, 0.3, 0.5):
+        for req in (request(alpha), request(alpha, 0), request(alpha, 0, "fnr")):
+            for g in sorted(cal.groups):
+                assert back.threshold(req, g) == cal.calibrated.threshold(req, g), (req, g)
+    assert set(cal.groups) <= {0, 1} and cal.groups.get(1, 0) > 0.9 * cal.n  # 1-hop paths
     assert (node["beam_width"], node["active"], node["hops"]) == (32, 32, 1)
+    assert node["hops_filter"] == 1 and node["hop_counts"] == [1]
 
 
 def test_ask_returns_the_gold_answer_with_a_browsable_record(store, trained, neo4j_settings):
@@ -66,12 +76,13 @@ def test_ask_returns_the_gold_answer_with_a_browsable_record(store, trained, neo
         store,
         "which movie was [John Pasquin] the director for",
         0.1,
-        "metaqa",
+        dataset="metaqa",
         model_id=result.model_id,
     )
     names = {a.name for a in r.answers}
     assert {"The Santa Clause", "Jungle 2 Jungle", "Joe Somebody"} & names
-    assert all(a.cost <= r.tau for a in r.answers) and r.topics[0]["id"] == "John Pasquin"
+    assert all(in_set(a.cost, r) for a in r.answers) and r.topics[0]["id"] == "John Pasquin"
+    assert r.group == 1 and r.n > 0 and r.risk == "coverage" and r.delta == DEFAULT_DELTA
     rec = records.ask_record(store, r.ask_id)
     assert len(rec["answers"]) == len(r.answers) and rec["topics"] == ["John Pasquin"]
     best = rec["answers"][0]  # its best path, hop by hop, as the printed path says
@@ -91,46 +102,60 @@ def test_ask_returns_the_gold_answer_with_a_browsable_record(store, trained, neo
         assert r.browser_url.startswith("http://127.0.0.1:") and "cmd=edit" in r.browser_url
 
 
-def test_calibration_stores_the_attainable_range(store, trained):
+def test_calibration_stores_its_score_family_recall_and_guarantee(store, trained):
+    import json
+
+    from cpr_neo4j.model.store import read_config
+
     result, cal = trained
     node = records.latest_calibration(store, "metaqa", result.model_id)
-    finite = sum(math.isfinite(s) for s in node["scores"])
-    assert node["n_finite"] == finite and node["recall"] == pytest.approx(finite / node["n"])
-    assert node["alpha_min"] == pytest.approx(1 - finite / (node["n"] + 1))
-    assert cal.alpha_min == node["alpha_min"] and node.get("delta") is None
-    assert node["centre"] == DEFAULT_CENTRE
+    finite = sum(math.isfinite(s) for s in node["q_scores"])
+    assert node["recall"] == pytest.approx(finite / node["n"]) == pytest.approx(cal.recall)
+    assert node["delta"] == DEFAULT_DELTA and node["tolerance"] == TOLERANCE
+    spec = json.loads(node["score_family"])
+    temperature = read_config(result.model_id)["meta"]["temperature"]
+    assert spec == {"family": "surprisal", "T": pytest.approx(temperature)}
+    assert node["score_note"] == "fitted at training"
+    # surprisal: -log of a probability mass, so every finite score is >= 0
+    assert all(s >= 0 for s in node["q_scores"] if math.isfinite(s))
+    canary = json.loads(node["canary"])
+    assert canary and all(len(c["paths"]) == len(c["costs"]) for c in canary)
+    # every gold candidate's score is stored with its question's |Y| (the FNR curve)
+    assert len(node["fnr_qidx"]) == len(node["fnr_scores"]) and len(node["q_n_gold"]) == cal.n
 
 
 def test_unattainable_alpha_is_refused_and_answered_only_on_request(store, trained):
     result, cal = trained
     q, tiny = "what was [Shane Acker] the director of", 0.5 / (cal.n + 1)  # k > n
     with pytest.raises(Unattainable, match="too few"):
-        ask(store, q, tiny, "metaqa", model_id=result.model_id)
+        ask(store, q, tiny, dataset="metaqa", model_id=result.model_id)
     assert not store.query(
         "MATCH (a:Ask {model_id: $m}) WHERE a.alpha = $a RETURN a",
         {"m": result.model_id, "a": tiny},
     )[0]  # a refusal records nothing
-    r = ask(store, q, tiny, "metaqa", model_id=result.model_id, all_candidates=True)
+    r = ask(store, q, tiny, dataset="metaqa", model_id=result.model_id, all_candidates=True)
     assert math.isinf(r.tau) and r.guarantee is None
     assert any(n.startswith("NO GUARANTEE") and "too few" in n for n in r.notes)
-    ok = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
+    ok = ask(store, q, 0.3, dataset="metaqa", model_id=result.model_id)
     assert ok.guarantee and "at least 70%" in ok.guarantee
 
 
 def test_pac_tau_is_larger_and_says_what_it_promises(store, trained):
+    """PAC (delta 0.05) is the default; delta 0 asks for the marginal guarantee."""
     result, _ = trained
     q = "what was [Shane Acker] the director of"
-    plain = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
-    pac = ask(store, q, 0.3, "metaqa", model_id=result.model_id, delta=0.05)
+    plain = ask(store, q, 0.3, dataset="metaqa", model_id=result.model_id, delta=0)
+    pac = ask(store, q, 0.3, dataset="metaqa", model_id=result.model_id)
     assert pac.tau >= plain.tau and {a.id for a in plain.answers} <= {a.id for a in pac.answers}
     assert "over the calibration draw" in pac.guarantee and pac.delta == 0.05
+    assert plain.delta is None and "on average over calibration draws" in plain.guarantee
 
 
 def test_smaller_alpha_gives_a_superset(store, trained):
     result, _ = trained
     q = "what was [Shane Acker] the director of"
-    wide = ask(store, q, 0.1, "metaqa", model_id=result.model_id)
-    narrow = ask(store, q, 0.5, "metaqa", model_id=result.model_id)
+    wide = ask(store, q, 0.1, dataset="metaqa", model_id=result.model_id)
+    narrow = ask(store, q, 0.5, dataset="metaqa", model_id=result.model_id)
     assert {a.id for a in narrow.answers} <= {a.id for a in wide.answers}
     assert narrow.tau <= wide.tau or math.isinf(wide.tau)
 
@@ -149,7 +174,7 @@ def test_mismatched_settings_are_refused(store, trained, kwargs, message):
             store,
             "what was [Shane Acker] the director of",
             0.1,
-            "metaqa",
+            dataset="metaqa",
             model_id=result.model_id,
             **kwargs,
         )
@@ -166,7 +191,7 @@ def test_llm_hint_mode_differing_from_calibration_is_refused(store, trained):
             store,
             "what was [Shane Acker] the director of",
             0.1,
-            "metaqa",
+            dataset="metaqa",
             model_id=result.model_id,
             hints=hints,
         )
@@ -183,39 +208,46 @@ def test_llm_hint_mode_differing_from_calibration_is_refused(store, trained):
 def test_bad_questions_are_one_line_errors(store, trained, question, entity, message):
     result, _ = trained
     with pytest.raises(CprError, match=message) as info:
-        ask(store, question, 0.1, "metaqa", entity=entity, model_id=result.model_id)
+        ask(store, question, 0.1, dataset="metaqa", entity=entity, model_id=result.model_id)
     assert "\n" not in str(info.value)
 
 
 def test_full_text_linking_without_brackets(store, trained):
     result, _ = trained
-    r = ask(store, "what was Shane Acker the director of", 0.1, "metaqa", model_id=result.model_id)
+    q = "what was Shane Acker the director of"
+    r = ask(store, q, 0.1, dataset="metaqa", model_id=result.model_id)
     assert r.topics[0]["id"] == "Shane Acker"
 
 
 def test_no_calibration_yet_is_a_clear_error(store):
     with pytest.raises(CprError, match="no calibration"):
-        ask(store, "who directed [Alien]", 0.1, "metaqa_never_calibrated")
+        ask(store, "who directed [Alien]", 0.1, dataset="metaqa_never_calibrated")
 
 
-def test_a_centred_calibration_is_what_ask_serves(store, trained):
-    """`--centre c`: costs minus c x the question's best; ask cuts the same scores."""
-    result, plain = trained
-    q = "what was [Shane Acker] the director of"
-    raw = ask(store, q, 0.3, "metaqa", model_id=result.model_id)  # the default centre
-    cal = calibrate(store, "metaqa", result.model_id, alphas=(0.3,), centre=0.5)
-    try:
-        node = records.latest_calibration(store, "metaqa", result.model_id)
-        assert node["id"] == cal.id != plain.id and node["centre"] == 0.5
-        r = ask(store, q, 0.3, "metaqa", model_id=result.model_id)
-        assert r.calibration_id == cal.id and r.answers
-        assert all(a.cost <= r.tau for a in r.answers)
-        best = raw.answers[0] if raw.answers else raw.best_outside  # scored at the default
-        assert r.answers[0].id == best.id
-        raw_best = best.cost / (1 - DEFAULT_CENTRE)  # the best answer scores (1 - c) x best
-        assert r.answers[0].cost == pytest.approx(0.5 * raw_best, rel=1e-4)
-    finally:
-        store.query("MATCH (c:Calibration {id: $id}) DETACH DELETE c", {"id": cal.id}, write=True)
+def test_ask_cuts_the_scores_the_calibration_family_gives(store, trained):
+    """The answers' costs are the calibration's score family (the surprisal at the model's
+    temperature) of this retrieval, recomputed here: what ask cuts is what was calibrated."""
+    import json
+
+    from cpr_neo4j.model.store import load_scorer
+    from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
+    from cpr_neo4j.stages.scoring import answer_scores, columns
+    from cpr_neo4j.text import mask_question
+
+    result, _ = trained
+    r = ask(store, "what was [Shane Acker] the director of", 0.3, dataset="metaqa",
+            model_id=result.model_id)  # fmt: skip
+    node = records.latest_calibration(store, "metaqa", result.model_id)
+    spec = json.loads(node["score_family"])
+    retriever = Retriever(store, "metaqa", load_scorer(result.model_id), RetrievalSettings(1))
+    masked = mask_question("what was [Shane Acker] the director of", ["Shane Acker"])
+    cols = columns(retriever.run(masked, ["Shane Acker"]), spec, False)
+    scores = dict(zip(cols.ids, answer_scores(cols, spec).tolist(), strict=True))
+    assert r.answers and {a.id for a in r.answers} <= set(scores)
+    for a in r.answers:
+        assert a.cost == pytest.approx(scores[a.id], rel=1e-6, abs=1e-9)
+    best = min(scores, key=lambda k: (scores[k], k))
+    assert r.answers[0].id == best
 
 
 def test_ask_file_answers_each_line_in_order(store, trained):
@@ -274,19 +306,21 @@ def test_ask_many_answers_like_single_asks_with_one_round_trip_per_hop_per_chunk
         ("what was [Shane Acker] the director of", None),  # a repeat shares the frontier
         ("which films did [Ridley Scott] direct", None),
     ]
+    from cpr_neo4j.graph import entity_index
+
     calls = {"save_asks": [], "entity_names": 0}
-    save_asks, entity_names = records.save_asks, records.entity_names
+    save_asks, entity_names = records.save_asks, entity_index.names
 
     def counted_save(s, asks):
         calls["save_asks"].append(len(asks))
         return save_asks(s, asks)
 
-    def counted_names(*args):
+    def counted_names(*args):  # the index when built, else one query (records.entity_names)
         calls["entity_names"] += 1
         return entity_names(*args)
 
     monkeypatch.setattr(records, "save_asks", counted_save)
-    monkeypatch.setattr(records, "entity_names", counted_names)
+    monkeypatch.setattr(entity_index, "names", counted_names)
     source, hops = session.retriever.source, session.cal["hops"]
     before = source.round_trips
     got = list(ask_many(session, questions, chunk=4))

@@ -173,10 +173,13 @@ def test_scope_is_recorded_and_checked(store, calibrated):
     cal = records.latest_calibration(store, NAME, model_id)
     assert cal["scope"] == SUBGRAPH
     with pytest.raises(Conflict, match="--scope graph"):
-        ask(store, "who acts in [Show 3]", 0.5, NAME, entity="m.show3", model_id=model_id)
+        ask(store, "who acts in [Show 3]", 0.5, dataset=NAME, entity="m.show3", model_id=model_id)
     whole = calibrate(store, NAME, model_id, alphas=(0.5,), linking=GOLD, scope=GRAPH)
     assert whole.id != sub.id and whole.scope == GRAPH
-    got = ask(store, "who acts in [Show 3]", 0.5, NAME, "m.show3", model_id, all_candidates=True)
+    got = ask(
+        store, "who acts in [Show 3]", 0.5, entity="m.show3", dataset=NAME, model_id=model_id,
+        all_candidates=True,
+    )  # fmt: skip
     assert records.latest_calibration(store, NAME, model_id)["scope"] == GRAPH
     path = {a.id: a.path for a in got.answers}["m.actor3"]
     # the CVT between the two steps reads as its Freebase type, not a bare MID

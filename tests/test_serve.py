@@ -1,17 +1,21 @@
 """`cpr serve` against the real Neo4j: answers, errors as JSON with their status, the token
 rule, 503 while Neo4j is unreachable and recovery once it is back.
 
-Uses the newest MetaQA 2-hop calibration; on a fresh database (CI) it first trains and
-calibrates a small 2-hop model, removed again at the end with the :Ask records the tests
-create.
+Uses the session's small MetaQA 2-hop model and calibration (tests/conftest.py `two_hop`);
+the :Ask records the tests create are removed at the end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import http.client
+import json
 import math
+import select
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
@@ -21,10 +25,9 @@ from fastapi.testclient import TestClient
 
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import BadInput
-from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph import records
 from cpr_neo4j.serve.app import create_app
 from cpr_neo4j.serve.auth import check_bind, is_loopback
-from tests.conftest import drop_models
 
 pytestmark = pytest.mark.neo4j
 
@@ -43,21 +46,14 @@ def asked(store):
 
 
 @pytest.fixture(scope="module")
-def calibrated(store, metaqa):
-    """A MetaQA 2-hop calibration: the newest one if it fits the graph, else a small one
-    made here."""
-    newest = records.latest_calibration(store, "metaqa", hops_filter=2) or {}
-    current = newest.get("graph_fingerprint") == fingerprint.current(store, "metaqa")
-    if current and newest.get("linking") == "text":  # what plain asks need
-        yield None
-        return
-    from cpr_neo4j.stages.calibrate import calibrate
-    from cpr_neo4j.stages.train import TrainSettings, train
-
-    result = train(store, TrainSettings("metaqa", hops=2, max_questions=150, cal_share=0.05))
-    calibrate(store, "metaqa", result.model_id, alphas=(0.1, 0.3, 0.5))
-    yield result.model_id
-    drop_models(store, [result.model_id])
+def calibrated(store, metaqa, two_hop):
+    """The session's small MetaQA 2-hop model and its calibration (text linking, what plain
+    asks need), its CPR_HOME in place so the server loads it."""
+    node = records.latest_calibration(store, "metaqa", hops_filter=2)
+    assert node["model"] == two_hop.model_id, "another 2-hop calibration is newer"
+    env = two_hop.env()
+    yield two_hop.model_id
+    env.undo()
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +90,9 @@ def test_ask_answers_with_paths_and_records_the_ask(client, asked, store):
     assert body["answers"] and math.isfinite(body["tau"]) and not body["tau_infinite"]
     assert body["topics"] == [{"id": "John Krasinski", "name": "John Krasinski"}]
     first = body["answers"][0]
-    assert first["rank"] == 1 and first["score"] <= body["tau"]
+    assert first["rank"] == 1  # in the set within tau, or as its top-ranked level
+    bound = max(body["tau"], first["score"]) + 1e-3
+    assert all(a["score"] <= bound for a in body["answers"])
     assert first["path_entities"][0]["id"] == "John Krasinski"
     assert first["path_entities"][-1] == {"id": first["id"], "name": first["name"]}
     assert body["n"] > 0 and body["model_id"] and "guarantee" in body
@@ -131,6 +129,7 @@ def test_neighbour_rows_are_cached_across_requests(client, asked):
 def test_a_changed_graph_gets_a_new_neighbour_cache(store):
     """The batch key's cache belongs to one graph fingerprint: a new fingerprint (an ingest
     changed the dataset) starts a new cache instead of answering from old rows."""
+    from cpr_neo4j.conformal.guarantee import request
     from cpr_neo4j.model.scorer import PathScorer
     from cpr_neo4j.serve.batch import SearchBatcher
     from cpr_neo4j.serve.cache import ScorerPool
@@ -142,7 +141,7 @@ def test_a_changed_graph_gets_a_new_neighbour_cache(store):
 
     def session(graph: str) -> Session:
         cal = {"model": "m"}
-        return Session(store, "metaqa", cal, 0.1, None, 0.0, retriever, None, graph=graph)
+        return Session(store, "metaqa", cal, None, request(0.1), {}, retriever, None, graph=graph)
 
     batcher.attach(session("g1"))
     (old,) = batcher.sources()
@@ -209,6 +208,64 @@ def test_calibration_mismatch_is_409(client, asked):
     assert r.status_code == 409 and r.json()["type"] == "Conflict"
 
 
+def test_risk_fnr_allow_empty_ungrouped_and_delta_0_are_accepted(client, asked, calibrated):
+    pac = ask(client, asked, question=QUESTION, alpha=0.3)
+    assert pac.status_code == 200, pac.text
+    pac = pac.json()
+    assert pac["delta"] == 0.05 and pac["risk"] == "coverage" and pac["model_id"] == calibrated
+    assert "over the calibration draw" in pac["guarantee"] and pac["group"] >= 1
+    marginal = ask(client, asked, question=QUESTION, alpha=0.3, delta=0).json()
+    assert (
+        marginal["delta"] is None and "on average over calibration draws" in marginal["guarantee"]
+    )
+    assert marginal["tau"] <= pac["tau"]
+    fnr = ask(client, asked, question=QUESTION, alpha=0.3, risk="fnr").json()
+    assert fnr["risk"] == "fnr" and fnr["delta"] is None and fnr["answers"]
+    assert "of the correct answers" in fnr["guarantee"]
+    one = ask(client, asked, question=QUESTION, alpha=0.3, ungrouped=True).json()
+    assert one["answers"] and "whose best candidate path" not in one["guarantee"]
+    ids = {a["id"] for a in pac["answers"]}
+    for alpha in (0.3, 0.8):
+        r = ask(client, asked, question=QUESTION, alpha=alpha, allow_empty=True)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert bool(body["answers"]) != bool(body["best_outside"])  # the top one if empty
+        assert all(a["score"] <= body["tau"] + 1e-3 for a in body["answers"])
+        if alpha == 0.3:
+            assert {a["id"] for a in body["answers"]} <= ids  # a subset of the default set
+    print(f"\nPAC tau {pac['tau']:.4g}, marginal {marginal['tau']:.4g}, FNR {fnr['tau']:.4g}")
+    bad = client.post("/ask", json={"question": QUESTION, "alpha": 0.3, "risk": "recall"})
+    assert bad.status_code == 422
+
+
+def test_entity_may_be_a_list(client, asked):
+    """The schema takes several topics; this calibration links from the text, so --entity
+    (one or several) is the linking it does not cover: 409, not 422."""
+    r = ask(client, asked, question=QUESTION, entity=["John Krasinski", "Sam Mendes"])
+    assert r.status_code == 409 and "drop --entity" in r.json()["detail"]
+
+
+def test_a_fixed_hop_calibration_without_hops_is_409(client, store, fixed_hop_only):
+    from tests.conftest import FIXED_HOP_DATASET
+
+    q = store.query(
+        "MATCH (q:Question {dataset: $d}) RETURN q.text AS text ORDER BY q.id LIMIT 1",
+        {"d": FIXED_HOP_DATASET},
+    )[0][0]["text"]
+    body = {"question": q, "alpha": 0.3, "dataset": FIXED_HOP_DATASET}
+    r = client.post("/ask", json=body)
+    assert r.status_code == 409 and r.json()["type"] == "Conflict"
+    assert "--hops 2" in r.json()["detail"] and "cpr train" in r.json()["detail"]
+    env = fixed_hop_only.env()  # the server loads that model from its CPR_HOME
+    try:
+        ok = client.post("/ask", json={**body, "hops": 2})
+    finally:
+        env.undo()
+    assert ok.status_code == 200, ok.text
+    assert "2-hop" in ok.json()["guarantee"] and ok.json()["model_id"] == fixed_hop_only.model_id
+    store.write("delete_asks", ids=[ok.json()["ask_id"]])
+
+
 def test_calibrations_are_listed_without_scores(client):
     r = client.get("/calibrations", params={"dataset": "metaqa"})
     assert r.status_code == 200 and r.json()
@@ -218,9 +275,115 @@ def test_calibrations_are_listed_without_scores(client):
 
 def test_openapi_docs_are_served(client):
     assert client.get("/docs").status_code == 200
-    assert {"/ask", "/ask/batch", "/health", "/calibrations"} <= set(
-        client.get("/openapi.json").json()["paths"]
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/ask", "/ask/batch", "/health", "/calibrations"} <= set(paths)
+    assert "413" in paths["/ask"]["post"]["responses"]
+    assert "413" in paths["/ask/batch"]["post"]["responses"]
+
+
+def dead_settings(s: Neo4jSettings) -> Neo4jSettings:
+    """Nothing listens there: apps that must answer without Neo4j."""
+    return Neo4jSettings(
+        f"bolt://127.0.0.1:{closed_port()}", s.username, s.password, s.database, "t"
     )
+
+
+@contextlib.contextmanager
+def serving(app):
+    """The app behind a real uvicorn on a free loopback port, in a thread."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=closed_port(), log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    try:
+        yield config.port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def reply(sock: socket.socket) -> tuple[int, dict]:
+    answer = http.client.HTTPResponse(sock)
+    answer.begin()
+    return answer.status, json.loads(answer.read())
+
+
+HEAD = b"POST /ask HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+
+
+def test_an_announced_big_body_is_413_before_it_is_sent(neo4j_settings):
+    """Content-Length 50 MB: the 413 comes back at once, with not one byte of body sent."""
+    with serving(create_app(dead_settings(neo4j_settings))) as port, connect(port) as sock:
+        began = time.perf_counter()
+        sock.sendall(HEAD + b"Content-Length: 52428800\r\n\r\n")
+        status, body = reply(sock)
+        seconds = time.perf_counter() - began
+    assert status == 413 and seconds < 0.5, seconds
+    assert body["status"] == 413 and body["type"] == "RequestTooLarge"
+    assert "1048576 bytes" in body["detail"]
+
+
+def test_a_chunked_big_body_is_413(neo4j_settings):
+    """No Content-Length: chunks are counted as they come, and the 413 comes back while the
+    body is still being sent (after about 1 MiB of the 4 MiB)."""
+    chunk = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
+    sent = 0
+    with serving(create_app(dead_settings(neo4j_settings))) as port, connect(port) as sock:
+        sock.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n")
+        while sent < 64 and not select.select([sock], [], [], 0.02)[0]:  # the answer is there
+            with contextlib.suppress(OSError):  # the server may close the connection
+                sock.sendall(chunk)
+            sent += 1
+        status, body = reply(sock)
+    assert status == 413 and body["type"] == "RequestTooLarge"
+    assert sent < 64, "the 413 only came once the whole body was sent"
+
+
+def test_body_reading_stops_at_the_bound(neo4j_settings):
+    """At the ASGI level: chunks past the bound are never asked for."""
+    app = create_app(dead_settings(neo4j_settings), max_body=1000)
+    pulled, sent = [], []
+
+    async def receive():
+        pulled.append(100)
+        return {"type": "http.request", "body": b" " * 100, "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/ask",
+        "raw_path": b"/ask",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    asyncio.run(app(scope, receive, send))
+    assert sum(pulled) == 1100  # the chunk that crossed 1000 bytes was the last one read
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 413 and json.loads(sent[1]["body"])["status"] == 413
+
+
+def test_bodies_under_the_bound_are_read(client, asked):
+    r = ask(client, asked, question=QUESTION)
+    assert r.status_code == 200, r.text
+    big = {"question": "x" * 900_000, "alpha": 0.1}  # under 1 MiB: read, then refused by size
+    assert client.post("/ask", json=big).status_code == 422
 
 
 def test_binding_beyond_loopback_needs_a_token(monkeypatch):

@@ -68,21 +68,21 @@ def test_text_linking_is_recorded_and_ask_with_entity_is_refused(store, calibrat
     assert cal.linking == TEXT and cal.linking_accuracy > 0.9  # MetaQA brackets its topics
     node = store.query("MATCH (c:Calibration {id: $id}) RETURN c", {"id": cal.id})[0][0]["c"]
     assert node["linking"] == TEXT and node["graph_fingerprint"] == fingerprint.current(store, NAME)
-    r = ask(store, _question(store), 0.5, NAME, model_id=model_id)
+    r = ask(store, _question(store), 0.5, dataset=NAME, model_id=model_id)
     assert r.guarantee is not None
     with pytest.raises(Conflict, match="drop --entity"):
-        ask(store, _question(store), 0.5, NAME, entity=r.topics[0]["id"], model_id=model_id)
+        ask(store, _question(store), 0.5, dataset=NAME, entity=r.topics[0]["id"], model_id=model_id)
 
 
 def test_gold_linking_calibration_needs_entity(store, calibrated):
     model_id, _ = calibrated
     question = _question(store)
-    topic = ask(store, question, 0.5, NAME, model_id=model_id).topics[0]["id"]
+    topic = ask(store, question, 0.5, dataset=NAME, model_id=model_id).topics[0]["id"]
     gold = calibrate(store, NAME, model_id, alphas=(0.5,), linking=GOLD)  # now the newest
     try:
         with pytest.raises(Conflict, match="pass --entity"):
-            ask(store, question, 0.5, NAME, model_id=model_id)
-        r = ask(store, question, 0.5, NAME, model_id=model_id, entity=topic)
+            ask(store, question, 0.5, dataset=NAME, model_id=model_id)
+        r = ask(store, question, 0.5, dataset=NAME, model_id=model_id, entity=topic)
         assert r.calibration_id == gold.id and r.guarantee is not None
     finally:
         store.query("MATCH (c:Calibration {id: $id}) DETACH DELETE c", {"id": gold.id}, write=True)
@@ -96,7 +96,7 @@ def test_ingest_that_changes_the_graph_makes_the_calibration_stale(
     before = fingerprint.current(store, NAME)
     ingest(store, _slice())  # the same data again: nothing changes, nothing is stale
     assert fingerprint.current(store, NAME) == before
-    ask(store, question, 0.5, NAME, model_id=model_id)
+    ask(store, question, 0.5, dataset=NAME, model_id=model_id)
 
     extra = _slice()
     extra.triples = pl.concat(
@@ -117,7 +117,7 @@ def test_ingest_that_changes_the_graph_makes_the_calibration_stale(
     after = fingerprint.current(store, NAME)
     assert after != before
     with pytest.raises(StaleCalibration, match="cpr calibrate") as info:
-        ask(store, question, 0.5, NAME, model_id=model_id)
+        ask(store, question, 0.5, dataset=NAME, model_id=model_id)
     assert "\n" not in str(info.value)
     with TestClient(create_app(neo4j_settings)) as client:  # `cpr serve` answers 409
         body = {"question": question, "alpha": 0.5, "dataset": NAME, "model": model_id}
@@ -125,10 +125,10 @@ def test_ingest_that_changes_the_graph_makes_the_calibration_stale(
         assert refused.status_code == 409 and refused.json()["type"] == "StaleCalibration"
         allowed = client.post("/ask", json=body | {"allow_stale": True})
         assert allowed.status_code == 200 and allowed.json()["guarantee"] is None
-    r = ask(store, question, 0.5, NAME, model_id=model_id, allow_stale=True)
+    r = ask(store, question, 0.5, dataset=NAME, model_id=model_id, allow_stale=True)
     assert r.guarantee is None and any("STALE" in n for n in r.notes)
     recorded = store.query("MATCH (a:Ask {id: $id}) RETURN a.guaranteed AS g", {"id": r.ask_id})
     assert recorded[0][0]["g"] is False
     fresh = calibrate(store, NAME, model_id, alphas=(0.5,), linking=TEXT)
     assert fresh.id == cal.id  # the same calibration, recomputed on the new graph
-    assert ask(store, question, 0.5, NAME, model_id=model_id).guarantee is not None
+    assert ask(store, question, 0.5, dataset=NAME, model_id=model_id).guarantee is not None

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from bench.ask import NeighboursV1, retrieve_v1
-from cpr_neo4j.conformal.evaluate import QuestionRecord, scored_columns
-from cpr_neo4j.conformal.threshold import centred
+from cpr_neo4j.conformal.scores import centred, from_spec
+from cpr_neo4j.conformal.threshold import nonconformity
 from cpr_neo4j.graph.ingest import ingest
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
+from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.base import InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
@@ -93,18 +94,27 @@ def test_same_candidates_as_v1_on_metaqa(metaqa_ready, hops):
 
 
 def _same_eval_numbers(q: qsel.Question, new: Retrieval, old: Retrieval) -> None:
-    """`cpr eval`'s columns (new) give the numbers the dict records (old) give."""
+    """What `cpr calibrate`, `ask` and `eval` read of the new retrieval (its answer columns,
+    search/answers.py, and the score families over them, conformal/scores.py) gives the
+    numbers the old dict records give: same answers, same (cost, id) ranking, same scores
+    and the same S (the best gold answer's score)."""
     ids, costs = new.answer_columns()
-    assert dict(zip(ids, costs.tolist(), strict=True)) == old.answer_costs(), q.id
+    old_costs = old.answer_costs()
+    assert dict(zip(ids, costs.tolist(), strict=True)) == old_costs, q.id
+    cols = answer_columns(new, 0.5)
     ranked = old.ranked_answers()
+    assert cols.ids == [a for a, _ in ranked], q.id  # rank = (cost, id)
+    assert cols.cost.tolist() == [c for _, c in ranked], q.id
+    assert (cols.surprisal >= 0).all() and len(cols.length) == len(cols), q.id
     gold = frozenset(q.answers)
-    centres = (0.0, 0.97, 1.0)
-    for centre, got in zip(centres, scored_columns(q.id, gold, ids, costs, centres), strict=True):
-        rec = QuestionRecord(q.id, gold, centred(old.answer_costs(), centre))
-        rec.top = ranked[0][0] if ranked else None
-        want = rec.scored()
-        assert (got.score, got.rank, got.hit1) == (want.score, want.rank, want.hit1), q.id
-        assert np.array_equal(np.sort(got.costs), np.sort(want.costs)), q.id  # any order
+    for centre in (0.0, 0.97, 1.0):
+        spec = {"family": "centred", "centre": centre}
+        got = from_spec(np.zeros(len(cols), dtype=np.int64), cols.cost, spec)
+        want = centred(np.array([c for _, c in ranked]), centre)
+        assert np.array_equal(got, want), (q.id, centre)
+        best = dict(zip(cols.ids, got.tolist(), strict=True))
+        old_best = dict(zip([a for a, _ in ranked], want.tolist(), strict=True))
+        assert nonconformity(best, gold) == nonconformity(old_best, gold), (q.id, centre)
 
 
 HUB = [("hub", "likes", f"x{i}") for i in (5, 1, 4, 2, 3)] + [

@@ -55,3 +55,13 @@ def test_torch_threads_are_restored():
     before = torch.get_num_threads()
     run_shares(squares, 2, lambda _: None)
     assert torch.get_num_threads() == before
+
+
+def test_thread_settings_are_restored():
+    """Workers run one thread per operation (model.threads); the parent's setting is back
+    after the job."""
+    from cpr_neo4j.model import threads
+
+    before = threads.threads()
+    run_shares(squares, 2, lambda _: None)
+    assert threads.threads() == before

@@ -20,6 +20,8 @@ from cpr_neo4j.cli.common import (
 )
 from cpr_neo4j.errors import EMPTY_QUESTION, BadInput, CprError
 
+DEFAULT_DELTA = 0.05  # conformal.guarantee.DEFAULT_DELTA (not imported: numpy at --help)
+
 SHOWN = 25
 
 
@@ -46,19 +48,52 @@ SHOWN = 25
     help="Risk level: the set holds a right answer with prob. >= 1-alpha.",
 )
 @click.option("--dataset", help="Dataset to ask (default: the most recently calibrated).")
-@click.option("--entity", help="Topic entity id or name (skips entity linking).")
+@click.option(
+    "--entity",
+    "entities",
+    multiple=True,
+    help="Topic entity id or name (skips entity linking); repeat it for several topics.",
+)
 @click.option(
     "--model", "model_id", help="Use the calibration of this scoring model (default: newest CPR)."
 )
-@click.option("--hops", type=int, help="Use the newest CPR model trained on N-hop questions.")
+@click.option(
+    "--hops",
+    type=int,
+    help="Answer as an N-hop question, under a calibration for N-hop questions (default: the "
+    "calibration for every hop count).",
+)
 @click.option("--beam", "beam_width", type=int, help="Must equal the calibrated B.")
 @click.option("--active", type=int, help="Must equal the calibrated A.")
 @hint_options(beta=False)  # beta, model and prompt version: the calibration's, checked
 @click.option(
     "--delta",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="Calibration-conditional (PAC) guarantee: coverage >= 1-alpha with probability "
-    ">= 1-delta over the calibration draw (a larger tau than the plain one).",
+    default=DEFAULT_DELTA,
+    show_default=True,
+    type=click.FloatRange(0, 1, max_open=True),
+    help="A guarantee for this calibration (PAC): coverage >= 1-alpha with probability "
+    ">= 1-delta over the calibration draw; 0 gives the marginal guarantee (on average over "
+    "calibration draws, a smaller set).",
+)
+@click.option(
+    "--risk",
+    type=click.Choice(["coverage", "fnr"]),
+    default="coverage",
+    show_default=True,
+    help="coverage: the set holds a correct answer with prob. >= 1-alpha; fnr: on average at "
+    "least 1-alpha of the correct answers are in the set (all the answers, not one).",
+)
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="The paper's sets: empty when nothing scores within tau (default: the top-ranked "
+    "answers are always in the set, a superset with the same guarantee).",
+)
+@click.option(
+    "--ungrouped",
+    is_flag=True,
+    help="One threshold for all questions (marginal over kinds of question) instead of one "
+    "per group of questions whose best path has the same hop count.",
 )
 @click.option(
     "--all-candidates",
@@ -78,7 +113,7 @@ def ask(
     output: TextIO,
     alpha: float,
     dataset: str | None,
-    entity: str | None,
+    entities: tuple[str, ...],
     model_id: str | None,
     hops: int | None,
     beam_width: int | None,
@@ -88,7 +123,10 @@ def ask(
     llm_parallel: int,
     llm_timeout: float,
     llm: str | None,
-    delta: float | None,
+    delta: float,
+    risk: str,
+    allow_empty: bool,
+    ungrouped: bool,
     all_candidates: bool,
     allow_stale: bool,
     as_json: bool,
@@ -113,16 +151,19 @@ def ask(
             active,
             hints,
             hops_filter=hops,
-            delta=delta,
+            delta=delta or None,
             all_candidates=all_candidates,
             allow_stale=allow_stale,
+            risk=risk,
+            allow_empty=allow_empty,
+            grouped=not ungrouped,
         )
         if items is not None:
             failed = answer_file(session, items, output)
             if failed:
                 raise CprError(f"{failed} of {len(items)} questions failed (see their lines)")
             return
-        r = answer(session, question or "", entity)
+        r = answer(session, question or "", list(entities) or None)
     if as_json:
         click.echo(json.dumps(asdict(r), default=_plain, indent=2))
         return
@@ -142,11 +183,12 @@ def ask(
             f"the set is empty at alpha={r.alpha:g}; best candidate: {b.name} "
             f"(score {b.cost:.3f}, {b.path})"
         )
-    tau = "+inf" if math.isinf(r.tau) else f"{r.tau:.4f}"
+    tau = "+inf" if math.isinf(r.tau) else f"{r.tau:.4g}"  # surprisal taus can be ~1e-7
     pac = "" if r.delta is None else f", delta = {r.delta:g}"
+    what = "lambda" if r.risk == "fnr" else "tau"
     console.print(
-        f"{len(r.answers)} answer(s), tau = {tau} (alpha = {r.alpha:g}{pac}, "
-        f"n = {r.n} calibration questions, model {r.model_id})"
+        f"{len(r.answers)} answer(s), {what} = {tau} (alpha = {r.alpha:g}{pac}, group "
+        f"{r.group}: n = {r.n} calibration questions, model {r.model_id})"
     )
     if r.guarantee:
         console.print(f"Guarantee: {r.guarantee}.")

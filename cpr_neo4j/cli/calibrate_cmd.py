@@ -16,12 +16,37 @@ from cpr_neo4j.cli.common import (
     scope_option,
     table,
 )
-from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, DEFAULT_CENTRE, GOLD, TEXT
+from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, GOLD, TEXT
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
 
 
 def _tau(t: float) -> str:
     return "+inf (unattainable)" if math.isinf(t) else f"{t:.4f}"
+
+
+def calibration_table(dataset: str, result, levels: tuple[float, ...]):
+    """Thresholds per alpha and group: coverage (with the default delta) and FNR."""
+    from cpr_neo4j.conformal.guarantee import request
+
+    groups = sorted(g for g in result.groups if g)
+    cal = result.calibrated
+    rows = []
+    for a in levels:
+        cov = request(a, result.delta)
+        fnr = request(a, None, "fnr")
+        rows.append(
+            [f"{a:g}", f"{1 - a:.0%}"]
+            + [_tau(cal.threshold(cov, g).value) for g in groups]
+            + [_tau(cal.threshold(fnr, g).value) for g in groups]
+        )
+    pac = f"delta={result.delta:g}" if result.delta else "marginal"
+    return table(
+        f"{dataset}: n = {result.n} calibration questions, model {result.model_id}",
+        ["alpha", "coverage"]
+        + [f"tau g{g} ({pac})" for g in groups]
+        + [f"FNR lambda g{g}" for g in groups],
+        rows,
+    )
 
 
 def parse_alphas(text: str) -> tuple[float, ...]:
@@ -52,17 +77,12 @@ def parse_alphas(text: str) -> tuple[float, ...]:
 @hint_options()
 @click.option(
     "--delta",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="Also store calibration-conditional (PAC) taus: coverage >= 1-alpha with "
-    "probability >= 1-delta over the calibration draw (e.g. 0.05).",
-)
-@click.option(
-    "--centre",
-    default=DEFAULT_CENTRE,
+    default=0.05,
     show_default=True,
-    type=click.FloatRange(0, 1),
-    help="Score answers by cost minus this share of the question's best cost "
-    "(0: raw cost; 1: margin score); `cpr ask` uses the calibration's.",
+    type=click.FloatRange(0, 1, max_open=True),
+    help="The default `cpr ask` guarantee for this calibration (PAC: coverage >= 1-alpha "
+    "with probability >= 1-delta over the calibration draw); 0: marginal. Any delta can be "
+    "asked later: the scores are stored.",
 )
 @click.option(
     "--linking",
@@ -88,8 +108,7 @@ def calibrate(
     llm_timeout: float,
     llm: str | None,
     hint_beta: float,
-    delta: float | None,
-    centre: float,
+    delta: float,
     linking: str,
     scope: str | None,
 ) -> None:
@@ -110,36 +129,21 @@ def calibrate(
             tick=lambda: bar.advance(task),
             on_questions=lambda n: bar.update(task, total=n),
             hops_filter=hops,
-            delta=delta,
-            centre=centre,
+            delta=delta or None,
             linking=linking,
             scope=scope,
         )
     if hints:
         console.print(f"{hints.stats.line()}; hint mode {hints.mode}, prompt {hints.prompt}")
     for w in dict.fromkeys(result.warnings):
-        err_console.print(f"[yellow]warning: {w}[/yellow]")
-    pac = result.pac_taus or {}
-    rows = [
-        [f"{a:g}", f"{1 - a:.0%}", _tau(t)] + ([_tau(pac[a])] if pac else [])
-        for a, t in result.taus.items()
-    ]
+        err_console.print(f"[yellow]note: {w}[/yellow]")
+    console.print(calibration_table(dataset, result, levels))
     console.print(
-        table(
-            f"{dataset}: n = {result.n} calibration questions, model {result.model_id}",
-            ["alpha", "coverage", "tau"] + ([f"tau (PAC, delta={delta:g})"] if pac else []),
-            rows,
-        )
-    )
-    console.print(
-        f"retrieval recall on calibration questions: {result.recall:.1%}; "
-        f"attainable: alpha >= {result.alpha_min:.3f}"
-        + (
-            f" (PAC with delta={delta:g}: alpha >= {result.pac_alpha_min:.3f})"
-            if result.pac_alpha_min is not None
-            else ""
-        )
-        + "; `cpr ask` refuses a smaller alpha"
+        f"retrieval recall on calibration questions: {result.recall:.1%}; groups (hop count "
+        "of the best answer's path): "
+        + ", ".join(f"{g}: {n} questions" for g, n in sorted(result.groups.items()))
+        + f"; score: {result.spec.get('family')} (T = {result.spec.get('T', 0):.3g}); "
+        "`cpr ask` refuses an alpha whose threshold is +inf for the question's group"
     )
     how = {TEXT: "linked from the question text, as `cpr ask` does", GOLD: "the gold ones"}
     console.print(

@@ -13,8 +13,9 @@ from cpr_neo4j.cli.common import (
     progress_bar,
     scope_option,
 )
-from cpr_neo4j.conformal.report import deployed_table, exchangeability_table
-from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
+from cpr_neo4j.conformal.report import coverage_table, diagnosis_table, fnr_table
+from cpr_neo4j.stages.eval_tables import SPLITS
+from cpr_neo4j.stages.evaluate import METHODS, EvalSettings, run
 
 
 @click.command("eval")
@@ -30,10 +31,12 @@ from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
 @click.option("--model", "model_id", help="CPR model id (default: newest CPR model for --hops).")
 @click.option(
     "--split",
+    type=click.Choice(SPLITS),
     default="test",
     show_default=True,
-    help=f"Evaluation split: test, or {INNER_DEV} (training questions the model never saw; "
-    "choose defaults there).",
+    help="test: the test split's working half (compare variants here, never choose on it); "
+    "final: its other half (the release table only); inner-dev: training questions the model "
+    "never saw, halved into calibration and measurement (choose defaults there).",
 )
 @click.option("--max-questions", type=int, help="Subsample the evaluation split (seeded).")
 @click.option("--hop-level/--no-hop-level", default=True, show_default=True)
@@ -43,7 +46,7 @@ from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
     show_default=True,
     help="Evaluation questions for the hop-level baselines (0 = all).",
 )
-@click.option("--repeats", default=20, show_default=True, help="Pooled view: random re-splits.")
+@click.option("--draws", default=500, show_default=True, help="Pooled view: random re-splits.")
 @click.option("--boot", default=1000, show_default=True, help="Bootstrap replicates per interval.")
 @hint_options()
 @click.option(
@@ -51,19 +54,21 @@ from cpr_neo4j.stages.evaluate import INNER_DEV, METHODS, EvalSettings, run
     default=0.05,
     show_default=True,
     type=click.FloatRange(0, 1, max_open=True),
-    help="Also report CPR's calibration-conditional (PAC) rows at this delta (0: none).",
+    help="CPR's guarantee as `cpr ask` gives it by default (PAC with this delta; 0: marginal).",
 )
 @click.option(
-    "--centre",
+    "--linking",
+    type=click.Choice(["text", "gold"]),
     default=None,
-    type=click.FloatRange(0, 1),
-    help="Score every method as `cpr calibrate --centre` would (default: its default).",
+    help="Topic entities: linked from the question text, or the dataset's gold ones. "
+    "Default: as `cpr calibrate` decides (text when it finds the gold topics for at least half "
+    "the calibration questions), so linking misses count as `cpr ask` meets them.",
 )
 @click.option(
-    "--centres",
-    default="1",
+    "--variants/--no-variants",
+    default=True,
     show_default=True,
-    help="Rows of CPR's costs minus c x the question's best cost, per c (1 = margin score).",
+    help="CPR's one-change-at-a-time rows (marginal, one threshold, empty sets, the paper's).",
 )
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--seed", default=0, show_default=True)
@@ -83,7 +88,7 @@ def eval_(
     max_questions: int | None,
     hop_level: bool,
     hop_level_questions: int,
-    repeats: int,
+    draws: int,
     boot: int,
     llm_url: str | None,
     llm_model: str | None,
@@ -92,8 +97,8 @@ def eval_(
     llm: str | None,
     hint_beta: float,
     delta: float,
-    centre: float | None,
-    centres: str,
+    linking: str | None,
+    variants: bool,
     out_dir: str | None,
     seed: int,
     workers: int | None,
@@ -104,13 +109,12 @@ def eval_(
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
         raise click.BadParameter(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
-    if boot < 100 or repeats < 1:
-        raise click.BadParameter("--boot must be >= 100 and --repeats >= 1")
+    if boot < 100 or draws < 1:
+        raise click.BadParameter("--boot must be >= 100 and --draws >= 1")
     hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     settings = EvalSettings(
         dataset,
         parse_alphas(alphas),
-        repeats,
         chosen,
         hops,
         split,
@@ -121,9 +125,10 @@ def eval_(
         hints=hints,
         hint_beta=hint_beta if hints else 0.0,
         boot=boot,
+        draws=draws,
         delta=delta or None,
-        centres=tuple(float(c) for c in centres.split(",") if c.strip()),
-        **({} if centre is None else {"centre": centre}),
+        linking=linking,
+        variants=variants,
         seed=seed,
         scope=scope,
         **({} if workers is None else {"workers": workers}),
@@ -136,10 +141,12 @@ def eval_(
 
         out = run(store, settings, say=err_console.print, progress=progress, out_dir=out_dir)
     # plain echo: markdown tables must not be wrapped at the terminal's width
-    click.echo("Deployed protocol: one calibration, every evaluation question at its tau")
-    click.echo(deployed_table(out.deployed))
-    click.echo("\nExchangeability (calibration share vs evaluation split):")
-    click.echo(exchangeability_table(out.deployed))
+    click.echo("Deployed protocol: coverage")
+    click.echo(coverage_table(out.deployed))
+    click.echo("\nAnswer recall (FNR)")
+    click.echo(fnr_table(out.deployed))
+    click.echo("\nDiagnostics (calibration vs evaluation questions)")
+    click.echo(diagnosis_table(out.deployed))
     for note in out.deployed.notes:
         click.echo(f"- {note}")
     if hints:

@@ -76,6 +76,15 @@ def _identity_rows(name: str, dataset: Dataset, source: Path | None) -> list[lis
     help="Keep only questions with a gold answer inside their own subgraph (else the graph); "
     "the graph keeps every question's triples.",
 )
+@click.option(
+    "--topic-answers",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="May a topic entity be its own answer (\"X's children's mother\" = X)? auto: the "
+    "dataset's known convention (metaqa: off), else on when >= 1% of questions have a topic "
+    "among their gold answers. Recorded on the dataset; changing it makes models stale.",
+)
 def ingest(
     name: str,
     source: Path | None,
@@ -88,6 +97,7 @@ def ingest(
     store_as: str | None,
     hash_split: str | None,
     answerable: bool,
+    topic_answers: str,
 ) -> None:
     """Load dataset NAME (metaqa, webqsp, cwq, webqsp-nsm, or any name with --triples) into Neo4j.
 
@@ -98,6 +108,7 @@ def ingest(
     from cpr_neo4j.graph.bulk import bulk_import
     from cpr_neo4j.loaders import registry
     from cpr_neo4j.loaders.registry import load_dataset
+    from cpr_neo4j.loaders.topic_answers import decide
     from cpr_neo4j.loaders.triples import load_triples
 
     began = time.monotonic()
@@ -113,6 +124,7 @@ def ingest(
         dataset = registry.hash_split(dataset, registry.parse_shares(hash_split))
     if store_as:
         dataset = replace(dataset, name=store_as)
+    dataset, convention = decide(dataset, topic_answers)  # on the questions ingested
     loaded = time.monotonic() - began
     if dataset.problems:
         err_console.print(
@@ -120,6 +132,7 @@ def ingest(
             f"{dataset.problems[0]}[/yellow]"
         )
     writer.validate_relations(dataset)
+    console.print(convention.message())
     with open_store() as store:
         t0 = time.monotonic()
         if bulk:

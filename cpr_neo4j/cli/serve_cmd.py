@@ -29,12 +29,14 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
     help="Load each dataset's newest calibrated model before accepting requests.",
 )
 @click.option(
-    "--torch-threads",
+    "--threads",
+    "--torch-threads",  # its name before the encoder and scorer left torch
+    "threads",
     default=1,
     show_default=True,
     type=click.IntRange(1, 256),
-    help="Threads per torch operation; requests already run in parallel, and more threads "
-    "per operation oversubscribe the cores.",
+    help="Threads per encoder / scorer operation (ONNX Runtime, BLAS); requests already run "
+    "in parallel, and more threads per operation oversubscribe the cores.",
 )
 @click.option(
     "--batch/--no-batch",
@@ -50,7 +52,7 @@ def serve(
     port: int,
     scorers: int,
     warm: bool,
-    torch_threads: int,
+    threads: int,
     batch: bool,
     access_log: bool,
     llm_url: str | None,
@@ -63,12 +65,12 @@ def serve(
     token = os.environ.get(TOKEN_ENV) or None
     check_bind(host, token)
     hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
-    import torch
     import uvicorn  # the server stack and the stages: only when serving
 
+    from cpr_neo4j.model.threads import set_threads
     from cpr_neo4j.serve.app import create_app
 
-    torch.set_num_threads(torch_threads)
+    set_threads(threads)
 
     app = create_app(
         token=token, scorers_per_model=scorers, warm=warm, hints=hints, batch_searches=batch

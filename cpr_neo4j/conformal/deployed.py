@@ -1,259 +1,262 @@
 """The deployed protocol: exactly what a user gets from `cpr calibrate` then `cpr ask`.
 
-One tau per alpha from the calibration share alone (questions held out from training),
-then every test question answered with that one tau (the paper's protocol). Unlike the
-pooled view (conformal.evaluate), nothing makes calibration and test exchangeable by
-construction, so this is where a shift between them shows.
+Thresholds come from the calibration questions alone (conformal/guarantee.py, as `cpr
+calibrate` stores them), then every evaluation question is answered with its group's
+threshold. Nothing makes calibration and evaluation questions exchangeable by
+construction, so this is where a shift between them shows; the diagnostics look for one.
 
-Per (method, alpha): ECR, APSS, CE, Hits@1, retrieval recall and two 95% intervals for ECR:
-- "test": percentile bootstrap over test questions with tau fixed (sampling error of this
-  test estimate);
-- "cal+test": each replicate also redraws the calibration share (with replacement) and
-  recomputes tau, so it adds the spread a user with another calibration draw would see.
-PAC rows (with delta): the calibration-conditional tau of the same scores; "held" is the
-share of calibration-share redraws whose tau covers 1 - alpha of the whole evaluation
-split (about half for the plain tau, at least 1 - delta for the PAC one when the
-questions are exchangeable).
-An alpha whose tau is +inf (recall or n too small) is marked unattainable, not scored.
-Exchangeability check per method: a two-sample Kolmogorov-Smirnov test between the
-calibration and test nonconformity scores (+inf, no gold among the candidates, is kept as
-the largest value). A small p-value says the two come from different distributions, and
-then the guarantee (which assumes exchangeable questions) need not hold on that test split.
+Per (variant, alpha): ECR with a 95% interval resampling question TEMPLATES (outcomes
+cluster by template), a second one redrawing calibration templates too (tau recomputed),
+and the KGQA answer metrics (conformal/diagnostics.answer_metrics), per-hop ECR and FNR,
+and single-answer questions apart. FNR rows control the false-negative rate instead.
+An alpha whose threshold is +inf for some group is marked unattainable (those questions
+get every candidate). The pooled view (conformal/resample.resplits) and the diagnostics
+(KS, the direct miscoverage test, recall on each side, interval widths) come with it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.evaluate import Queries, Record, RowTable, largest_finite, pac_name
-from cpr_neo4j.conformal.threshold import rank
+from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap, miscoverage_test
+from cpr_neo4j.conformal.guarantee import COVERAGE, FNR, Calibrated, Request
+from cpr_neo4j.conformal.resample import cal_test_interval, effective, resplits
+from cpr_neo4j.conformal.scores import from_spec
+from cpr_neo4j.conformal.sets import SetCounter, slack
+from cpr_neo4j.conformal.table import CandidateTable
 
-BOOT_CHUNK = 100  # bootstrap replicates per numpy batch (bounds memory on big test splits)
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the row label
+    method: str  # whose candidate tables it reads (CPR, Abl.1, ...)
+    spec: Mapping  # score family (conformal/scores.py; "surprisal" reads the table's column)
+    delta: float | None = 0.05
+    risk: str = COVERAGE
+    allow_empty: bool = False
+    grouped: bool = True
+    diagnose: bool = False  # KS, miscoverage test and interval widths for this variant
+
+    def request(self, alpha: float) -> Request:
+        return Request(alpha, self.delta, self.risk, self.allow_empty, self.grouped)
+
+
+def table_scores(t: CandidateTable, spec: Mapping) -> np.ndarray:
+    """Every candidate's score under `spec` (the same numbers `cpr ask` computes)."""
+    family = spec["family"]
+    if family == "surprisal":
+        if not math.isclose(float(spec["T"]), t.temperature, rel_tol=1e-9):
+            raise ValueError(f"table surprisal is at T={t.temperature}, spec asks {spec['T']}")
+        return t.surprisal.astype(float)
+    if family == "id_rank":  # candidates are stored in (cost, id) order
+        return (np.arange(len(t.cost)) - t.start[:-1][t.qidx] + 1).astype(float)
+    return from_spec(t.qidx, t.cost, spec)
 
 
 @dataclass
-class DeployedRow:
+class Row:
     method: str
     alpha: float
-    tau: float | list[float]  # a list for per-hop baselines
+    risk: str
+    tau: dict  # group -> threshold ("+inf" as inf)
+    attainable: bool
     ecr: float
-    ecr_lo: float  # 95% bootstrap over test questions
+    ecr_lo: float  # 95%, test templates resampled, threshold fixed
     ecr_hi: float
-    ecr_lo_cal: float  # 95% bootstrap over calibration share and test questions (nan: n/a)
+    ecr_lo_cal: float  # 95%, calibration and test templates resampled (coverage rows)
     ecr_hi_cal: float
+    fnr: float
+    fnr_lo: float
+    fnr_hi: float
     apss: float
-    ce: float
-    hits1: float
-    recall: float
+    metrics: dict  # conformal.diagnostics.AnswerMetrics
+    by_hops: dict  # hop count -> {"ecr", "fnr", "n"}
+    single: dict  # single-answer questions: ecr, apss, n
     n_test: int
     hints: str = "none"
-    recall_cal: float = math.nan  # retrieval recall on the calibration share
-    held: float = math.nan  # share of cal+test bootstrap draws with ECR >= 1 - alpha
-
-    @property
-    def attainable(self) -> bool:
-        """tau is finite: the calibration can honour alpha (else the set is every candidate)."""
-        taus = self.tau if isinstance(self.tau, list) else [self.tau]
-        return all(math.isfinite(t) for t in taus)
+    recall_cal: float = math.nan
+    recall: float = math.nan
+    pooled: dict = field(default_factory=dict)  # mean ECR, p5, held over re-splits
 
     @property
     def below_target(self) -> bool:
-        """The whole test-bootstrap interval lies below 1 - alpha."""
+        """The whole test interval lies on the wrong side of the target."""
+        if self.risk == FNR:
+            return self.fnr_lo > self.alpha + 1e-12
         return self.ecr_hi < 1 - self.alpha - 1e-12
 
 
 @dataclass
-class Exchangeability:
+class Diagnosis:
     method: str
     ks_statistic: float
-    p_value: float
-    n_cal: int
-    n_test: int
+    ks_p: float
     recall_cal: float
     recall_test: float
+    miscoverage: list[dict]  # per alpha: diagnostics.MiscoverageTest.to_dict()
+    widths: dict  # alpha -> {"question": width, "template": width} of the test interval
 
 
 @dataclass
-class DeployedResults(RowTable):
-    rows: list[DeployedRow]
-    exchangeability: list[Exchangeability]
+class DeployedResults:
+    rows: list[Row]
+    diagnoses: list[Diagnosis]
     methods: list[str]
     alphas: list[float]
     n_cal: int
     n_test: int
     boot: int
     seed: int
+    draws: int
     notes: list[str] = field(default_factory=list)
+    hop_level: dict = field(default_factory=dict)  # the hop-level run's diagnostics
 
+    def row(self, method: str, alpha: float) -> Row:
+        for r in self.rows:
+            if r.method == method and math.isclose(r.alpha, alpha):
+                return r
+        raise KeyError((method, alpha))
 
-def threshold(cal_scores: np.ndarray, alpha: float, delta: float | None = None) -> float:
-    """The conformal tau of `cal_scores` (+inf when k > n), as `cpr calibrate` computes it."""
-    k = rank(len(cal_scores), alpha, delta)
-    return float(np.partition(cal_scores, k - 1)[k - 1]) if k <= len(cal_scores) else math.inf
-
-
-def covered(scores: np.ndarray, tau: float) -> np.ndarray:
-    """A question is covered when a gold answer is a candidate (finite score) within tau."""
-    return np.isfinite(scores) & (scores <= tau)
-
-
-def ci_test_only(hits: np.ndarray, boot: int, rng: np.random.Generator) -> tuple[float, float]:
-    """95% percentile bootstrap of mean(hits) over test questions."""
-    n = len(hits)
-    means = []
-    for start in range(0, boot, BOOT_CHUNK):
-        idx = rng.integers(0, n, size=(min(BOOT_CHUNK, boot - start), n))
-        means.append(hits[idx].mean(axis=1))
-    lo, hi = np.percentile(np.concatenate(means), [2.5, 97.5])
-    return float(lo), float(hi)
-
-
-def ci_cal_and_test(
-    cal_scores: np.ndarray,
-    test_scores: np.ndarray,
-    alpha: float,
-    boot: int,
-    rng: np.random.Generator,
-    delta: float | None = None,
-) -> tuple[float, float, float]:
-    """95% bootstrap of ECR redrawing both the calibration share (so tau) and the test set;
-    and "held": the share of calibration redraws whose tau covers at least 1 - alpha of the
-    whole evaluation split (taken as the population, so only the calibration draw varies:
-    what a PAC tau promises to hold with probability 1 - delta)."""
-    n_cal, n_test = len(cal_scores), len(test_scores)
-    k = rank(n_cal, alpha, delta)
-    found = np.sort(test_scores[np.isfinite(test_scores)])
-    ecrs, full = [], []
-    for start in range(0, boot, BOOT_CHUNK):
-        b = min(BOOT_CHUNK, boot - start)
-        cal = np.sort(cal_scores[rng.integers(0, n_cal, size=(b, n_cal))], axis=1)
-        taus = cal[:, k - 1] if k <= n_cal else np.full(b, math.inf)
-        test = test_scores[rng.integers(0, n_test, size=(b, n_test))]
-        ecrs.append((np.isfinite(test) & (test <= taus[:, None])).mean(axis=1))
-        full.append(np.searchsorted(found, taus, side="right") / n_test)
-    lo, hi = np.percentile(np.concatenate(ecrs), [2.5, 97.5])
-    held = float((np.concatenate(full) >= 1 - alpha - 1e-12).mean())
-    return float(lo), float(hi), held
-
-
-def ks_test(method: str, cal_scores: np.ndarray, test_scores: np.ndarray) -> Exchangeability:
-    """Two-sample KS between calibration and test scores (+inf kept as the largest value)."""
-    both = np.concatenate([cal_scores, test_scores])
-    finite = both[np.isfinite(both)]
-    big = finite.max() + 1.0 if len(finite) else 0.0
-    res = stats.ks_2samp(
-        np.where(np.isfinite(cal_scores), cal_scores, big),
-        np.where(np.isfinite(test_scores), test_scores, big),
-    )
-    return Exchangeability(
-        method,
-        float(res.statistic),
-        float(res.pvalue),
-        len(cal_scores),
-        len(test_scores),
-        float(np.isfinite(cal_scores).mean()),
-        float(np.isfinite(test_scores).mean()),
-    )
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def deployed(
-    cal_by_method: Mapping[str, Sequence[Record]],
-    test_by_method: Mapping[str, Sequence[Record]],
+    cal: Mapping[str, CandidateTable],
+    test: Mapping[str, CandidateTable],
+    variants: Sequence[Variant],
     alphas: Sequence[float],
+    population: Mapping,
     boot: int = 1000,
     seed: int = 0,
-    topk_from: str | None = None,
+    draws: int = 500,
     hints: Mapping[str, str] | None = None,
-    delta: float | None = None,
 ) -> DeployedResults:
-    """Rows for every method (and top-k, and PAC with `delta`, from `topk_from`'s records)
-    under the deployed protocol; `hints` maps a method to its hint mode (default "none")."""
-    rng = np.random.default_rng(seed)
-    rows: list[DeployedRow] = []
-    checks: list[Exchangeability] = []
-    names: list[str] = []
-    hints = hints or {}
-    n_cal = n_test = 0
-    for m, cal_recs in cal_by_method.items():
-        cal = Queries(cal_recs, upto=-math.inf)  # its scores only: no candidates kept
-        taus = [threshold(cal.score, a, d) for a in alphas for d in (None, delta)]
-        test = Queries(test_by_method[m], upto=largest_finite(np.array(taus)))  # sizes up to
-        n_cal, n_test = len(cal.score), len(test.score)
-        variants = [(m, cal.score, test.score, test.sizes, None)]
-        if m == topk_from:  # top-k: nonconformity = rank of the best gold answer
-            variants.append(
-                (
-                    f"top-k ({m})",
-                    cal.rank,
-                    test.rank,
-                    lambda k, t=test: np.minimum(t.n_answers, k),
-                    None,
-                )
+    rows, diagnoses = [], []
+    for v in variants:
+        c, t = cal[v.method], test[v.method]
+        sc_c, sc_t = table_scores(c, v.spec), table_scores(t, v.spec)
+        calibrated = Calibrated.from_flat(c.qidx, sc_c, c.gold, c.n_gold, c.group, population)
+        counter = SetCounter(t.qidx, sc_t, t.gold, t.n)
+        top = np.zeros(t.n, dtype=bool)
+        has = t.sizes > 0
+        top[has] = t.gold[t.start[:-1][has]]  # the first by (cost, id) is the Hits@1 answer
+        cal_top = _top_hit(c, sc_c, calibrated)
+        for a in alphas:
+            rows.append(
+                _row(v, a, c, t, calibrated, counter, top, cal_top, boot, seed, draws, hints)
             )
-            if delta:
-                variants.append((pac_name(m, delta), cal.score, test.score, test.sizes, delta))
-        for name, cal_s, test_s, sizes, d in variants:
-            names.append(name)
-            if d is None:
-                checks.append(ks_test(name, cal_s, test_s))
-            for a in alphas:
-                tau = threshold(cal_s, a, d)
-                hit = covered(test_s, tau)
-                lo, hi, held = ci_cal_and_test(cal_s, test_s, a, boot, rng, d)
-                rows.append(
-                    row(
-                        name,
-                        a,
-                        tau,
-                        hit,
-                        sizes(tau),
-                        float(test.hits1.mean()),
-                        float(test.recall.mean()),
-                        ci_test_only(hit, boot, rng),
-                        (lo, hi),
-                        hints.get(m, "none"),
-                        float(cal.recall.mean()),
-                        held,
-                    )
-                )
-    return DeployedResults(rows, checks, names, list(alphas), n_cal, n_test, boot, seed)
+        if v.diagnose:
+            diagnoses.append(_diagnose(v, alphas, c, t, calibrated, counter, boot, seed))
+    n_cal = next(iter(cal.values())).n if cal else 0
+    n_test = next(iter(test.values())).n if test else 0
+    names = list(dict.fromkeys(v.name for v in variants))
+    return DeployedResults(rows, diagnoses, names, list(alphas), n_cal, n_test, boot, seed, draws)
 
 
-def row(
-    method: str,
-    alpha: float,
-    tau: float | list[float],
-    hit: np.ndarray,
-    size: np.ndarray,
-    hits1: float,
-    recall: float,
-    ci_test: tuple[float, float],
-    ci_cal: tuple[float, float] = (math.nan, math.nan),
-    hints: str = "none",
-    recall_cal: float = math.nan,
-    held: float = math.nan,
-) -> DeployedRow:
-    """One table row from per-test-question coverage `hit` and set `size`."""
-    ecr, apss = float(hit.mean()), float(size.mean())
-    ce = ecr / apss if apss > 0 else math.nan
-    return DeployedRow(
-        method,
-        float(alpha),
-        tau,
-        ecr,
-        *ci_test,
-        *ci_cal,
-        apss,
-        ce,
-        hits1,
-        recall,
-        len(hit),
-        hints,
-        recall_cal,
-        held,
+def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, hints) -> Row:
+    req = v.request(alpha)
+    t_groups = calibrated.label(t.group)  # 0 (no candidates) reads the largest group's
+    groups = sorted(set(np.unique(t_groups).tolist()) | set(np.unique(calibrated.groups).tolist()))
+    taus = {int(g): calibrated.threshold(req, g).value for g in groups}
+    tau_q = calibrated.thresholds(req, t.group)
+    size, hit = counter.counts(tau_q, nonempty=not req.allow_empty)
+    covered = hit > 0
+    m = answer_metrics(size, hit, t.n_gold, covered, top)
+    fnr_q = 1 - hit / np.maximum(t.n_gold, 1)
+    rng = np.random.default_rng(seed)
+    lo, hi = cluster_bootstrap(covered, t.template, boot, rng)
+    flo, fhi = cluster_bootstrap(fnr_q, t.template, boot, rng)
+    lo_c = hi_c = math.nan
+    pooled: dict = {}
+    attainable = all(math.isfinite(x) for x in tau_q)
+    if req.risk == COVERAGE and attainable:
+        s_c = calibrated.scores
+        s_t = effective(counter.score, counter.top_gold > 0, not req.allow_empty)
+        pools = _pools(calibrated, req, t_groups)
+        pc = np.array([pools.get(int(g), "") for g in calibrated.groups])
+        pt = np.array([pools.get(int(g), "") for g in t_groups])
+        lo_c, hi_c = cal_test_interval(
+            s_c, s_t, alpha, req.pac, pc, pt, c.template, t.template, boot, seed
+        )
+        s_c_eff = effective(s_c, cal_top, not req.allow_empty)
+        mean, p5, held = resplits(
+            np.concatenate([s_c_eff, s_t]),
+            np.concatenate([calibrated.groups, t_groups]),
+            c.n,
+            alpha,
+            req.pac,
+            draws,
+            seed,
+            pools if req.grouped else None,
+            np.concatenate([s_c, counter.score]),
+        )
+        pooled = {"ecr_mean": mean, "ecr_p5": p5, "held": held}
+    by_hops = {
+        int(h): {
+            "ecr": float(covered[t.hops == h].mean()),
+            "fnr": float(fnr_q[t.hops == h].mean()),
+            "n": int((t.hops == h).sum()),
+        }
+        for h in np.unique(t.hops)
+        if h >= 0
+    }
+    single = t.n_gold == 1
+    one = {
+        "ecr": float(covered[single].mean()) if single.any() else math.nan,
+        "apss": float(size[single].mean()) if single.any() else math.nan,
+        "n": int(single.sum()),
+    }
+    return Row(
+        v.name, float(alpha), req.risk, taus, attainable, m.ecr, lo, hi, lo_c, hi_c,
+        float(fnr_q.mean()), flo, fhi, m.apss, m.to_dict(), by_hops, one, t.n,
+        (hints or {}).get(v.method, "none"),
+        float(np.isfinite(calibrated.scores).mean()), float(np.isfinite(counter.score).mean()),
+        pooled,
+    )  # fmt: skip
+
+
+def _pools(calibrated: Calibrated, req: Request, test_groups: np.ndarray) -> dict[int, str]:
+    seen = set(np.unique(calibrated.groups).tolist()) | set(np.unique(test_groups).tolist()) | {0}
+    if not req.grouped:
+        return {int(g): "all" for g in seen}
+    m = calibrated._mondrian(True)
+    return {int(g): m.pool_of(int(g)) for g in seen}
+
+
+def _top_hit(c: CandidateTable, score: np.ndarray, calibrated: Calibrated) -> np.ndarray:
+    """Calibration questions whose top level (under the variant's scores) holds a gold
+    answer: their best gold score is within the tolerance of their best score."""
+    best = np.full(c.n, np.inf)
+    np.minimum.at(best, c.qidx, score)
+    return np.isfinite(calibrated.scores) & (calibrated.scores <= slack(best))
+
+
+def _diagnose(v, alphas, c, t, calibrated, counter, boot, seed) -> Diagnosis:
+    s_c, s_t = calibrated.scores, counter.score
+    big = np.nanmax(np.where(np.isfinite(np.r_[s_c, s_t]), np.r_[s_c, s_t], np.nan)) + 1
+    ks = stats.ks_2samp(np.where(np.isfinite(s_c), s_c, big), np.where(np.isfinite(s_t), s_t, big))
+    tests, widths = [], {}
+    rng = np.random.default_rng(seed + 7)
+    for a in alphas:
+        req = v.request(a)
+        miss_c = ~(s_c <= slack(calibrated.thresholds(req, c.group)))
+        miss_t = ~(s_t <= slack(calibrated.thresholds(req, t.group)))
+        tests.append(miscoverage_test(miss_c, miss_t, a).to_dict())
+        qlo, qhi = cluster_bootstrap(~miss_t, None, boot, rng)
+        tlo, thi = cluster_bootstrap(~miss_t, t.template, boot, rng)
+        widths[float(a)] = {"question": qhi - qlo, "template": thi - tlo}
+    return Diagnosis(
+        v.name,
+        float(ks.statistic),
+        float(ks.pvalue),
+        float(np.isfinite(s_c).mean()),
+        float(np.isfinite(s_t).mean()),
+        tests,
+        widths,
     )

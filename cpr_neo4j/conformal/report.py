@@ -1,146 +1,215 @@
 """Evaluation report: markdown tables, one JSON file and two PNG plots.
 
-The deployed protocol (one calibration, every test question answered with its tau) is
-the headline; the pooled re-split is the second, clearly labelled view.
+The deployed protocol is the headline; its diagnostics and the pooled view follow.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 from pathlib import Path
 
-from cpr_neo4j.conformal.deployed import DeployedResults, DeployedRow
-from cpr_neo4j.conformal.evaluate import EvalResults, Row
+from cpr_neo4j.conformal.deployed import DeployedResults, Row
 
 DASH = "–"
 
 
-def _missed(row: Row, repeats: int) -> bool:
-    """Pooled view: like the paper, no set size is credited when coverage misses its target.
-
-    A valid method's mean ECR sits at 1 - alpha in expectation, so half the time it dips
-    below by Monte-Carlo noise alone; a miss is a mean more than 2 standard errors of the
-    mean (over the random draws) below 1 - alpha.
-    """
-    se = row.ecr_std / math.sqrt(max(repeats, 1))
-    return row.ecr_mean < 1 - row.alpha - 2 * se - 1e-12
-
-
-def _tau(tau: float | list[float]) -> str:
-    if isinstance(tau, list):
-        return "(" + ", ".join(_tau(t) for t in tau) + ")"
-    return "+inf" if math.isinf(tau) else f"{tau:.3f}"
+def _num(x: float | None, fmt: str = ".3f") -> str:
+    return DASH if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
 def _ci(lo: float, hi: float) -> str:
     return DASH if math.isnan(lo) else f"{lo:.3f}–{hi:.3f}"
 
 
-def _num(x: float, fmt: str = ".3f") -> str:
-    return DASH if x is None or math.isnan(x) else format(x, fmt)
+def _taus(r: Row) -> str:
+    parts = [f"g{g}: {'+inf' if math.isinf(t) else f'{t:.3g}'}" for g, t in sorted(r.tau.items())]
+    return ", ".join(parts)
 
 
-def _ecr(r: DeployedRow) -> str:
-    """ECR, '!' when its whole test interval is below target; an unattainable alpha (tau =
-    +inf: every candidate answered) shows the coverage it got as what it is, recall."""
-    if not r.attainable:
-        return f"unattainable ({r.ecr:.3f} = recall)"
-    return f"{r.ecr:.3f}{' !' if r.below_target else ''}"
+def ecr_cell(r: Row) -> str:
+    """ECR, '!' when its whole interval lies below target; unattainable alphas shown as
+    what they are (some group's threshold is +inf: every candidate for those questions)."""
+    mark = " !" if r.below_target and r.risk == "coverage" else ""
+    text = f"{r.ecr:.3f}{mark}"
+    return text if r.attainable else f"{text} (unattainable for some group)"
 
 
-def deployed_table(results: DeployedResults) -> str:
-    """One row per (method, alpha)."""
+def hops_cell(r: Row, key: str) -> str:
+    return " / ".join(f"{x[key]:.3f}" for _, x in sorted(r.by_hops.items())) or DASH
+
+
+def coverage_table(results: DeployedResults) -> str:
     lines = [
-        "| method | hints | alpha | ECR | 95% CI (test) | 95% CI (cal+test) | held | APSS | CE "
-        "| Hits@1 | recall (cal / test) | tau |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| method | alpha | ECR | 95% CI (templates) | 95% CI (cal+test) | APSS | median / p90 "
+        "| empty | recall | precision | F1 | Hits@1 | ECR by hop count | thresholds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results.rows:
+        if r.risk != "coverage":
+            continue
+        m = r.metrics
         lines.append(
-            f"| {r.method} | {r.hints} | {r.alpha:g} | {_ecr(r)} | "
-            f"{_ci(r.ecr_lo, r.ecr_hi)} | {_ci(r.ecr_lo_cal, r.ecr_hi_cal)} | "
-            f"{_num(r.held, '.0%')} | {r.apss:.2f} | {_num(r.ce)} | {_num(r.hits1)} | "
-            f"{_num(r.recall_cal)} / {_num(r.recall)} | {_tau(r.tau)} |"
+            f"| {r.method} | {r.alpha:g} | {ecr_cell(r)} | {_ci(r.ecr_lo, r.ecr_hi)} | "
+            f"{_ci(r.ecr_lo_cal, r.ecr_hi_cal)} | {r.apss:.2f} | "
+            f"{_num(m['size_median'], 'g')} / {_num(m['size_p90'], 'g')} | "
+            f"{m['empty_rate']:.3f} | {m['recall']:.3f} | {m['precision']:.3f} | {m['f1']:.3f} | "
+            f"{_num(m['hits1'])} | {hops_cell(r, 'ecr')} | {_taus(r)} |"
         )
     return "\n".join(lines)
 
 
-def exchangeability_table(results: DeployedResults) -> str:
+def fnr_table(results: DeployedResults) -> str:
     lines = [
-        "| method | KS D | p-value | recall (cal) | recall (test) |",
+        "| method | alpha | FNR | 95% CI (templates) | FNR by hop count | APSS | precision | F1 "
+        "| ECR |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results.rows:
+        mark = " !" if r.risk == "fnr" and r.below_target else ""
+        lines.append(
+            f"| {r.method} | {r.alpha:g} | {r.fnr:.3f}{mark} "
+            f"| {_ci(r.fnr_lo, r.fnr_hi)} | {hops_cell(r, 'fnr')} | {r.apss:.2f} | "
+            f"{r.metrics['precision']:.3f} | {r.metrics['f1']:.3f} | {r.ecr:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def gold_table(results: DeployedResults) -> str:
+    lines = [
+        "| method | alpha | ECR, 1 gold answer | 2-5 | more than 5 | single-answer APSS |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results.rows:
+        m = r.metrics
+        lines.append(
+            f"| {r.method} | {r.alpha:g} | {_num(m['ecr_gold_1'])} (n={m['n_gold_1']}) | "
+            f"{_num(m['ecr_gold_2_5'])} (n={m['n_gold_2_5']}) | {_num(m['ecr_gold_gt5'])} "
+            f"(n={m['n_gold_gt5']}) | {_num(r.single['apss'], '.2f')} |"
+        )
+    return "\n".join(lines)
+
+
+def diagnosis_table(results: DeployedResults) -> str:
+    lines = [
+        "| method | KS p | recall cal / test | alpha | miss cal / test | Fisher p | binomial p "
+        "| flag | CI width question / template |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for d in results.diagnoses:
+        for m in d.miscoverage:
+            w = d.widths.get(m["alpha"], {})
+            lines.append(
+                f"| {d.method} | {d.ks_p:.3g} | {d.recall_cal:.3f} / {d.recall_test:.3f} | "
+                f"{m['alpha']:g} | {m['rate_cal']:.3f} / {m['rate_test']:.3f} | "
+                f"{m['p_fisher']:.3g} | {m['p_binom']:.3g} | {'**yes**' if m['flag'] else 'no'} "
+                f"| {_num(w.get('question'))} / {_num(w.get('template'))} |"
+            )
+    return "\n".join(lines)
+
+
+def pooled_table(results: DeployedResults) -> str:
+    lines = [
+        "| method | alpha | ECR mean | ECR 5th pct | calibration draws reaching 1 - alpha |",
         "|---|---:|---:|---:|---:|",
     ]
-    for x in results.exchangeability:
-        lines.append(
-            f"| {x.method} | {x.ks_statistic:.3f} | {x.p_value:.3g} | "
-            f"{x.recall_cal:.3f} | {x.recall_test:.3f} |"
-        )
-    return "\n".join(lines)
-
-
-def pooled_table(results: EvalResults) -> str:
-    head = (
-        "| method | alpha | ECR mean | ECR min | ECR p5 | held | APSS | CE | Hits@1 | recall "
-        "| tau=inf |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    )
-    lines = [head]
     for r in results.rows:
-        missed = _missed(r, results.repeats)
-        apss = DASH if missed else f"{r.apss:.2f}"
-        ce = DASH if missed or math.isnan(r.ce) else f"{r.ce:.3f}"
-        lines.append(
-            f"| {r.method} | {r.alpha:g} | {r.ecr_mean:.3f} | {r.ecr_min:.3f} | "
-            f"{r.ecr_p5:.3f} | {_num(r.held, '.0%')} | {apss} | {ce} | {r.hits1:.3f} | "
-            f"{r.recall:.3f} | {r.inf_tau:.0%} |"
-        )
+        if r.pooled:
+            p = r.pooled
+            lines.append(
+                f"| {r.method} | {r.alpha:g} | {p['ecr_mean']:.3f} | {p['ecr_p5']:.3f} | "
+                f"{p['held']:.0%} |"
+            )
     return "\n".join(lines)
 
 
-def markdown_report(headline: DeployedResults, pooled: EvalResults, title: str = "") -> str:
-    notes = "".join(f"\n- {n}" for n in dict.fromkeys([*headline.notes, *pooled.notes]))
+def commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def markdown_report(h: DeployedResults, title: str = "") -> str:
+    notes = "".join(f"\n- {n}" for n in dict.fromkeys(h.notes))
     return f"""# Coverage report{f": {title}" if title else ""}
 
-## Deployed protocol (headline)
+Commit `{commit()}`; {h.n_cal} calibration and {h.n_test} evaluation questions.
 
-One calibration on the {headline.n_cal} questions held out from training (what
-`cpr calibrate` uses), then all {headline.n_test} evaluation questions answered with that
-tau, gold topic entities given. 95% intervals: percentile bootstrap ({headline.boot}
-replicates) over test questions with tau fixed, and over both the calibration share and
-the test questions (tau recomputed each time). `!` marks an ECR whose whole test interval
-lies below 1 - alpha; "unattainable" marks an alpha whose tau is +inf (fewer calibration
-questions than k have a gold answer among the candidates: recall or n caps coverage), so
-the set is every candidate and its coverage is the recall. "held": share of bootstrap
-redraws of the calibration share whose tau covers 1 - alpha of the whole evaluation split
-(PAC rows promise at least 1 - delta).
-CE = ECR / APSS. Hop-level rows report the per-hop taus; their
-Hits@1 and recall do not apply.
+## Deployed protocol: coverage (headline)
 
-{deployed_table(headline)}
+Thresholds from the calibration questions alone, as `cpr calibrate` stores them; every
+evaluation question answered with its group's threshold. 95% intervals: percentile
+bootstrap ({h.boot} replicates) resampling question TEMPLATES (the question with its topic
+masked; outcomes cluster by template), with the thresholds fixed, and redrawing the
+calibration templates too (thresholds recomputed). `!`: the whole template interval lies
+below 1 - alpha. Answer metrics as RoG / GNN-RAG report them (recall = share of a
+question's gold answers in its set, precision, per-question F1, all averaged over
+questions); APSS = mean set size; empty = share of empty sets.
 
-### Exchangeability check: calibration share vs evaluation split
+{coverage_table(h)}
 
-Two-sample Kolmogorov-Smirnov test between the calibration questions' scores and the
-evaluation questions' scores (+inf = no gold answer among the candidates). The guarantee
-assumes exchangeable questions; a small p-value says the two differ, so coverage on this
-split may miss 1 - alpha even with a correct implementation.
+## Answer recall (false-negative rate)
 
-{exchangeability_table(headline)}
+FNR = 1 - answer recall, averaged over questions; rows controlling it (FNR mode) promise
+an expected FNR of at most alpha. Every row is listed: coverage rows show what their sets
+miss.
+
+{fnr_table(h)}
+
+## Coverage by number of gold answers
+
+{gold_table(h)}
+
+## Diagnostics: calibration vs evaluation questions
+
+Two-sample KS on the scores S (+inf = no gold answer among the candidates); the direct
+miscoverage test per alpha on 1{{S > threshold}} (Fisher's exact test between the two
+splits, and an exact one-sided binomial test of the evaluation split's miss rate against
+alpha), with a flag when either rejects at 5%; retrieval recall on each side; and the
+width of the test interval resampling questions against resampling templates.
+
+{diagnosis_table(h)}
 
 ## Pooled view (second view)
 
-The calibration share and the evaluation split pooled, then {pooled.repeats} random
-re-splits into {pooled.n_cal} calibration / {pooled.n_test} test questions (seed
-{pooled.seed}). Mean ECR >= 1 - alpha holds here by construction for any fixed scorer;
-min and 5th percentile show the spread over draws, "held" the share of draws whose ECR
-reached 1 - alpha. APSS and CE show {DASH} where mean ECR
-< 1 - alpha by more than 2 standard errors of the mean over the draws.
+Calibration and evaluation questions pooled and re-split at random {h.draws} times into a
+calibration share of the same size and the rest: mean and 5th percentile of ECR, and the
+share of calibration draws whose coverage on the rest reached 1 - alpha (a PAC threshold
+promises at least 1 - delta of them; the plain one about half).
 
-{pooled_table(pooled)}
+{pooled_table(h)}
 
-## Notes
+{hop_level_section(h)}## Notes
 {notes}
 """
+
+
+def hop_level_section(h: DeployedResults) -> str:
+    """What the hop-level run says about itself: calibration questions with a canonical
+    gold sequence, cap binds, how often open expansion reached a gold answer."""
+    if not h.hop_level:
+        return ""
+    d = h.hop_level
+    cal, test = d.get("calibration", {}), d.get("test", {})
+    lines = [
+        "## Hop-level baseline: what it ran on",
+        "",
+        f"- caps: {json.dumps(d.get('caps', {}))}",
+        f"- calibration: {cal.get('with_gold')} of {cal.get('questions')} questions have a "
+        f"canonical gold sequence (lengths {json.dumps(cal.get('gold_length', {}))}); cap "
+        f"binds {json.dumps(cal.get('cap_bound', {}))}",
+        f"- test: gold reachable for {test.get('gold_reachable')} of {test.get('questions')}, "
+        f"open expansion reached a gold answer for {test.get('reached_gold')} "
+        f"({_num(test.get('reached_share'))}); expansions capped {test.get('capped')}, cap "
+        f"binds {json.dumps(test.get('cap_bound', {}))}, fan-out cuts {test.get('fanout_cut')}",
+        "",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def plot(results: DeployedResults, out_dir: Path) -> list[Path]:
@@ -149,32 +218,31 @@ def plot(results: DeployedResults, out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")  # headless: never needs a display
     import matplotlib.pyplot as plt
 
-    def rows_of(m: str) -> list[DeployedRow]:
+    def rows_of(m: str) -> list[Row]:
         return sorted((r for r in results.rows if r.method == m), key=lambda r: r.alpha)
 
     paths = []
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    fig, ax = plt.subplots(figsize=(6, 4.8))
     ax.plot([0, 1], [0, 1], "k--", lw=1, label="target 1 - alpha")
     for m in results.methods:
-        rs = rows_of(m)
-        x = [1 - r.alpha for r in rs]
-        y = [r.ecr for r in rs]
-        err = [[r.ecr - r.ecr_lo for r in rs], [r.ecr_hi - r.ecr for r in rs]]
-        ax.errorbar(x, y, yerr=err, fmt="o-", ms=3, capsize=2, label=m)
-    ax.set(xlabel="1 - alpha", ylabel="ECR on the test split (95% CI)", title="Coverage")
-    ax.legend(fontsize=6)
+        rs = [r for r in rows_of(m) if r.risk == "coverage"]
+        if rs:
+            err = [[r.ecr - r.ecr_lo for r in rs], [r.ecr_hi - r.ecr for r in rs]]
+            ax.errorbar([1 - r.alpha for r in rs], [r.ecr for r in rs], yerr=err, fmt="o-",
+                        ms=3, capsize=2, label=m)  # fmt: skip
+    ax.set(xlabel="1 - alpha", ylabel="ECR (95% CI, templates)", title="Coverage")
+    ax.legend(fontsize=5)
     fig.tight_layout()
     paths.append(out_dir / "ecr.png")
     fig.savefig(paths[-1], dpi=120)
     plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    fig, ax = plt.subplots(figsize=(6, 4.8))
     for m in results.methods:
         rs = [r for r in rows_of(m) if r.apss > 0]
         ax.plot([r.alpha for r in rs], [r.apss for r in rs], "o-", ms=3, label=m)
     ax.set_yscale("log")
     ax.set(xlabel="alpha", ylabel="APSS (mean answer-set size)", title="Set size")
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=5)
     fig.tight_layout()
     paths.append(out_dir / "apss.png")
     fig.savefig(paths[-1], dpi=120)
@@ -182,16 +250,13 @@ def plot(results: DeployedResults, out_dir: Path) -> list[Path]:
     return paths
 
 
-def write_report(
-    headline: DeployedResults, pooled: EvalResults, out_dir: str | Path, title: str = ""
-) -> dict[str, Path]:
+def write_report(headline: DeployedResults, out_dir: str | Path, title: str = "") -> dict:
     """results.json, report.md, ecr.png, apss.png under out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"json": out / "results.json", "markdown": out / "report.md"}
-    data = {"title": title, "deployed": headline.to_dict(), "pooled": pooled.to_dict()}
-    # NaN/inf are written as JSON's common extensions (NaN, Infinity), which json.loads reads
-    files["json"].write_text(json.dumps(data, indent=2), encoding="utf-8")
-    files["markdown"].write_text(markdown_report(headline, pooled, title), encoding="utf-8")
+    data = {"title": title, "commit": commit(), "deployed": headline.to_dict()}
+    files["json"].write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    files["markdown"].write_text(markdown_report(headline, title), encoding="utf-8")
     files["ecr_plot"], files["apss_plot"] = plot(headline, out)
     return files

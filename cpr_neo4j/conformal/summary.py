@@ -1,119 +1,106 @@
-"""README results section from committed `cpr eval` reports (`make results` runs this).
+"""Results tables from committed `cpr eval` reports (`make results` runs this).
 
     python -m cpr_neo4j.conformal.summary docs/results README.md
 
-Reads every docs/results/*/results.json and rewrites the text between the README's
-`<!-- results:start -->` and `<!-- results:end -->` markers: one deployed-protocol table
-per report (ECR with its 95% test interval and APSS at alpha 0.1 / 0.3 / 0.5) and the
-exchangeability p-values. Numbers are copied from the JSON, never typed by hand.
+Rewrites, from every docs/results/*/results.json (numbers copied, never typed):
+- the README's text between `<!-- results:start -->` and `<!-- results:end -->`: ONE
+  headline table, the release report (MetaQA every hop count, the test split's final half,
+  never used to compare variants), at alpha 0.1 / 0.3 / 0.5;
+- docs/results/README.md: every report's main rows, one table each, with links.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 ALPHAS = (0.1, 0.3, 0.5)
+RELEASE = "metaqa-mixed-final"
+HEADLINE_METHODS = (
+    "CPR",
+    "CPR, answer recall (FNR)",
+    "CPR, the paper's sets (centred cost, marginal, one threshold, may be empty)",
+    "top-k (CPR)",
+    "top-k levels (CPR)",
+    "Abl.2 (w/o PUCT)",
+)
 
 
-def _cell(row: dict | None, interval: bool = True) -> str:
+def _cell(row: dict | None) -> str:
     if row is None:
         return "–"
-    taus = row["tau"] if isinstance(row["tau"], list) else [row["tau"]]
-    if not all(math.isfinite(t) for t in taus):
-        return f"unattainable (recall {row['ecr']:.3f})"
-    mark = " **!**" if row["ecr_hi"] < 1 - row["alpha"] - 1e-12 else ""
-    ci = f" ({row['ecr_lo']:.3f}–{row['ecr_hi']:.3f})" if interval else ""
-    return f"{row['ecr']:.3f}{mark}{ci} / {row['apss']:.2f}"
+    mark = (
+        " **!**" if row["risk"] == "coverage" and row["ecr_hi"] < 1 - row["alpha"] - 1e-12 else ""
+    )
+    un = "" if row["attainable"] else " (unattainable)"
+    main = f"{row['ecr']:.3f}{mark}" if row["risk"] == "coverage" else f"FNR {row['fnr']:.3f}"
+    return f"{main}{un} / {row['apss']:.2f} / {row['metrics']['f1']:.2f}"
 
 
-def _num(x: float | None) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+def _rows(report: dict) -> dict:
+    return {(r["method"], round(r["alpha"], 6)): r for r in report["deployed"]["rows"]}
 
 
-def _recall(row: dict) -> str:
-    """Retrieval recall on the calibration share and the evaluation split (older reports
-    carry the evaluation split's only)."""
-    cal = row.get("recall_cal")
-    test = _num(row.get("recall"))
-    return test if cal is None or math.isnan(cal) else f"{_num(cal)} / {test}"
-
-
-def table(report: dict, folder: str) -> str:
+def table(report: dict, folder: str, methods=None, link: str = "") -> str:
     d = report["deployed"]
-    rows = {(r["method"], round(r["alpha"], 6)): r for r in d["rows"]}
-    ks = {x["method"]: x for x in d["exchangeability"]}
-    head = " | ".join(f"α={a:g} ECR (95% CI) / APSS" for a in ALPHAS)
+    rows = _rows(report)
+    chosen = [m for m in (methods or d["methods"]) if any(k[0] == m for k in rows)]
+    head = " | ".join(f"α={a:g}" for a in ALPHAS)
     out = [
-        f"**{report.get('title') or folder}** — {d['n_cal']} calibration questions (held out "
-        f"from training), {d['n_test']} evaluation questions; "
-        f"[full report](docs/results/{folder}/report.md)",
+        f"**{report.get('title') or folder}** — {d['n_cal']} calibration questions, "
+        f"{d['n_test']} evaluation questions; commit `{report.get('commit', '?')}`; "
+        f"[full report]({link}{folder}/report.md)",
         "",
-        f"| method | hints | {head} | Hits@1 | recall (cal / test) | KS p (cal vs test) |",
-        "|---|---|" + "---:|" * (len(ALPHAS) + 3),
+        f"| method | {head} | Hits@1 | ECR by hop count at α=0.1 |",
+        "|---|" + "---:|" * (len(ALPHAS) + 2),
     ]
-    for m in d["methods"]:
+    for m in chosen:
         cells = " | ".join(_cell(rows.get((m, a))) for a in ALPHAS)
-        first = next((r for r in d["rows"] if r["method"] == m), {})
-        p = ks.get(m, {}).get("p_value")
-        out.append(
-            f"| {m} | {first.get('hints', 'none')} | {cells} | {_num(first.get('hits1'))} | "
-            f"{_recall(first)} | {'–' if p is None else f'{p:.2g}'} |"
+        first = rows.get((m, ALPHAS[0])) or next(r for k, r in rows.items() if k[0] == m)
+        hops = " / ".join(f"{x['ecr']:.3f}" for _, x in sorted(first["by_hops"].items()))
+        hits = first["metrics"]["hits1"]
+        h1 = (
+            "–" if hits is None or (isinstance(hits, float) and math.isnan(hits)) else f"{hits:.3f}"
         )
-    notes = [n for n in d.get("notes", []) if "subsampled" in n or "hop-level rows" in n]
-    out += [f"- {n}" for n in notes]
+        out.append(f"| {m} | {cells} | {h1} | {hops or '–'} |")
     return "\n".join(out)
 
 
-def defaults_table(results_dir: Path) -> str:
-    """Inner dev comparisons behind the defaults: anchor 0 vs 1.0, CPR vs Abl.2."""
-    out = [
-        "**Defaults, chosen on the inner dev split** (training questions never used to train "
-        "or calibrate; ECR / APSS):",
-        "",
-        "| hops | model | " + " | ".join(f"α={a:g}" for a in ALPHAS) + " | Hits@1 |",
-        "|---|---|" + "---:|" * (len(ALPHAS) + 1),
-    ]
-    for path in sorted(results_dir.glob("*-innerdev/results.json")):
-        hops = path.parent.name.split("-")[1]
-        variants = [
-            ("CPR, --anchor 0", path.parent.with_name(path.parent.name + "-anchor0"), "CPR")
+def readme_section(results_dir: Path) -> str:
+    release = results_dir / RELEASE / "results.json"
+    legend = (
+        "Each cell: ECR (FNR for the answer-recall row) / APSS / F1; **!** marks an ECR whose "
+        "whole 95% interval (question templates resampled) lies below 1 - alpha."
+    )
+    if not release.exists():
+        return f"(no release report yet: run `make results`; it writes {release})"
+    report = json.loads(release.read_text())
+    return "\n\n".join(
+        [
+            f"Generated by `make results` from `{release}`. {legend}",
+            table(report, RELEASE, HEADLINE_METHODS, link=f"{results_dir}/"),
+            f"Every other table (per hop count, inner dev, ablations, the clean-KB variant) "
+            f"is in [{results_dir}/README.md]({results_dir}/README.md).",
         ]
-        variants += [("CPR (default, --anchor 1)", path.parent, "CPR")]
-        variants += [("Abl.2 (w/o PUCT)", path.parent, "Abl.2 (w/o PUCT)")]
-        for label, folder, method in variants:
-            f = folder / "results.json"
-            if not f.exists():
-                continue
-            d = json.loads(f.read_text())["deployed"]
-            rows = {round(r["alpha"], 6): r for r in d["rows"] if r["method"] == method}
-            if not rows:
-                continue
-            cells = " | ".join(_cell(rows.get(a), interval=False) for a in ALPHAS)
-            out.append(
-                f"| {hops} | {label} | {cells} | {_num(next(iter(rows.values()))['hits1'])} |"
-            )
-    return "\n".join(out)
+    )
 
 
-def section(results_dir: Path) -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
+def index(results_dir: Path) -> str:
     parts = [
-        f"Generated by `make results` at commit `{commit or 'unknown'}` from "
-        f"`{results_dir}/*/results.json`. ECR (95% bootstrap interval over test questions) / "
-        "APSS; **!** marks an ECR whose whole interval lies below 1 - alpha.",
+        "# Results",
+        "",
+        "Generated by `make results` (`python -m cpr_neo4j.conformal.summary`) from the "
+        "`results.json` of each folder here. Each cell: ECR (FNR for answer-recall rows) / "
+        "APSS / F1. `*-innerdev`: the inner dev split (training questions never trained on, "
+        "halved into calibration and measurement); `*-final`: the test split's final half "
+        "(the release table only); the others: the test split's working half.",
     ]
     for path in sorted(results_dir.glob("*/results.json")):
-        if "innerdev" not in path.parent.name:
-            parts.append(table(json.loads(path.read_text()), path.parent.name))
-    parts.append(defaults_table(results_dir))
-    return "\n\n".join(parts)
+        parts.append(table(json.loads(path.read_text()), path.parent.name))
+    return "\n\n".join(parts) + "\n"
 
 
 def update(readme: Path, results_dir: Path) -> None:
@@ -122,7 +109,9 @@ def update(readme: Path, results_dir: Path) -> None:
         raise SystemExit(f"error: {readme} has no {START} ... {END} markers")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{START}\n{section(results_dir)}\n{END}{tail}", encoding="utf-8")
+    section = readme_section(results_dir)
+    readme.write_text(f"{head}{START}\n{section}\n{END}{tail}", encoding="utf-8")
+    (results_dir / "README.md").write_text(index(results_dir), encoding="utf-8")
 
 
 if __name__ == "__main__":

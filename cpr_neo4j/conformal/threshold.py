@@ -11,6 +11,14 @@ Scores are costs; a question whose candidates miss every gold answer scores +inf
 counts against coverage. When k exceeds the number of finite scores, tau = +inf and the
 set is every candidate: the alpha is then unattainable, because there are too few
 questions (k > n) or because retrieval recall caps coverage (k > number of finite scores).
+
+No scipy here: `cpr ask` imports this module, and scipy.stats alone costs about a second.
+The binomial tail is summed in log space from log-gamma values (relative error ~1e-12);
+a tail within 1e-8 of delta is decided again in exact rational arithmetic, so exact ties
+(alpha = delta = 0.5 and odd n, say) go by the definition, not by rounding.
+
+Cuts at tau use a tolerance (`within`): scores recomputed in another process differ by
+~1e-7 and tied questions tie exactly, so cost <= tau + eps (1 + |tau|); it only enlarges sets.
 """
 
 from __future__ import annotations
@@ -19,11 +27,20 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
-from scipy import stats
 
 from cpr_neo4j.errors import BadInput
+
+# The cut is score <= tau + TOLERANCE * (1 + |tau|), an enlargement only. Measured with
+# bench/score_spread.py (README, "The same score at calibration and at ask time"): the numpy
+# scorer gives bit-identical costs whatever the threads, batch or embedding batch; the torch
+# backend (what --device cuda runs) moves them by up to 1.1e-5 relative on a CPU, so 1e-4
+# leaves a margin for a GPU's sums; the canary refuses a process that moves them more.
+TOLERANCE = 1e-4
+_BAND = 1e-8  # |log tail - log delta| below this: decide exactly
+_EXACT_MAX_N = 20000  # exact sums beyond this are slow; the float decision stands
 
 
 def conformal_rank(n: int, alpha: float) -> int:
@@ -39,16 +56,69 @@ def conformal_rank(n: int, alpha: float) -> int:
     return math.ceil((n + 1) * (1 - a))
 
 
+@lru_cache(maxsize=64)
+def _log_comb(n: int) -> np.ndarray:
+    """log C(n, j) for j = 0..n from log-gamma values (absolute error ~ eps * n log n).
+    Cached (read-only): a calibration asks for several alphas with one n."""
+    lf = np.array([math.lgamma(i + 1.0) for i in range(n + 1)])
+    out = lf[n] - lf - lf[::-1]
+    out.flags.writeable = False
+    return out
+
+
+def _log_pmf(log_comb: np.ndarray, j: np.ndarray, n: int, p: float) -> np.ndarray:
+    """log P(Binomial(n, p) = j) for the j given (log_comb aligned with j)."""
+    return log_comb + j * math.log(p) + (n - j) * math.log1p(-p)
+
+
+def _exact_tail_le(n: int, k: int, alpha: float, delta: float) -> bool:
+    """P(Binomial(n, 1-alpha) >= k) <= delta in exact rationals (alpha and delta read as
+    the decimals they were typed as, like conformal_rank). Homogeneous Horner over
+    sum_j C(n, j) P^j Q^(n-j) with p = P/D, keeping every number an integer."""
+    p = 1 - Fraction(alpha).limit_denominator(10**9)
+    d = Fraction(delta).limit_denominator(10**9)
+    big_p, den = p.numerator, p.denominator
+    big_q = den - big_p
+    m = n - k  # terms j = k..n, i.e. i = j - k = 0..m
+    c = 1  # C(n, k + i), starting at i = m (j = n)
+    acc, q_pow = c, 1
+    for i in range(m - 1, -1, -1):
+        c = c * (k + i + 1) // (n - k - i)  # C(n, k+i) from C(n, k+i+1)
+        q_pow *= big_q
+        acc = acc * big_p + c * q_pow
+    tail_num = acc * big_p**k  # tail = tail_num / den^n
+    return tail_num * d.denominator <= d.numerator * den**n
+
+
 def pac_rank(n: int, alpha: float, delta: float) -> int:
-    """Smallest k with P(Binomial(n, 1-alpha) >= k) <= delta; n + 1 when none is."""
+    """Smallest k with P(Binomial(n, 1-alpha) >= k) <= delta; n + 1 when none is.
+
+    The tail is accumulated from the top in log space, so tiny deltas (1e-12) lose
+    nothing to underflow; a tail within 1e-8 (relative) of delta is re-decided exactly.
+    """
     conformal_rank(n, alpha)  # validates alpha
     if not 0.0 < delta < 1.0:
         raise BadInput(f"delta must lie strictly between 0 and 1, got {delta}")
     if n == 0:
         return 1
-    ks = np.arange(1, n + 1)
-    ok = np.flatnonzero(stats.binom.sf(ks - 1, n, 1.0 - alpha) <= delta)
-    return int(ks[ok[0]]) if ok.size else n + 1
+    j = np.arange(n + 1, dtype=float)
+    log_tail = np.logaddexp.accumulate(_log_pmf(_log_comb(n), j, n, 1.0 - alpha)[::-1])[::-1]
+    log_delta = math.log(delta)
+    ok = np.flatnonzero(log_tail[1:] <= log_delta)
+    k = int(ok[0]) + 1 if ok.size else n + 1
+    if n > _EXACT_MAX_N:
+        return k
+
+    def near(kk: int) -> bool:
+        return 1 <= kk <= n and abs(log_tail[kk] - log_delta) < _BAND
+
+    if near(k) and not _exact_tail_le(n, k, alpha, delta):
+        while near(k) and not _exact_tail_le(n, k, alpha, delta):
+            k += 1
+    else:
+        while near(k - 1) and _exact_tail_le(n, k - 1, alpha, delta):
+            k -= 1
+    return k
 
 
 def rank(n: int, alpha: float, delta: float | None = None) -> int:
@@ -60,13 +130,32 @@ def smallest_alpha(n: int, n_finite: int, delta: float | None = None) -> float:
     """The smallest alpha whose tau is finite with n scores of which n_finite are finite.
 
     Plain: k <= n_finite iff alpha >= 1 - n_finite/(n+1) = (1 - recall) + recall/(n+1).
-    PAC: 1 - the delta-quantile of Beta(n_finite, n + 1 - n_finite).
+    PAC: 1 - the delta-quantile of Beta(n_finite, n + 1 - n_finite). By the Beta/Binomial
+    identity that quantile is the x with P(Binomial(n, x) >= n_finite) = delta; the tail
+    rises with x, so bisection on x finds it to double precision.
     """
     if n_finite <= 0:
         return 1.0
     if delta is None:
         return 1.0 - n_finite / (n + 1)
-    return float(1.0 - stats.beta.ppf(delta, n_finite, n + 1 - n_finite))
+    if not 0.0 < delta < 1.0:
+        raise BadInput(f"delta must lie strictly between 0 and 1, got {delta}")
+    k = min(n_finite, n)
+    j = np.arange(k, n + 1, dtype=float)
+    log_comb = _log_comb(n)[k:]
+    log_delta = math.log(delta)
+    lo, hi = 0.0, 1.0  # tail(lo) <= delta < tail(hi)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        lp = _log_pmf(log_comb, j, n, mid)
+        top = lp.max()
+        if top + math.log(np.exp(lp - top).sum()) <= log_delta:
+            lo = mid
+        else:
+            hi = mid
+    return 1.0 - lo
 
 
 def min_questions(alpha: float, delta: float | None = None) -> int:
@@ -141,3 +230,54 @@ def centred(answer_costs: Mapping[str, float], centre: float) -> dict[str, float
 def answer_set(answer_costs: Mapping[str, float], tau: float) -> set[str]:
     """A_q = {a : cost(a) <= tau}."""
     return {a for a, c in answer_costs.items() if c <= tau}
+
+
+def within(scores, tau, eps: float = TOLERANCE) -> np.ndarray:
+    """scores <= tau + eps (1 + |tau|): the cut every answer set uses.
+
+    The tolerance absorbs recomputation noise (~1e-7 across threads, batch sizes and
+    devices) and only ever enlarges a set. tau may be one value or one per score;
+    tau = +inf keeps every score (+inf included), tau = -inf only scores of -inf; NaN
+    scores are never kept.
+    """
+    s = np.asarray(scores, dtype=float)
+    t = np.asarray(tau, dtype=float)
+    with np.errstate(invalid="ignore"):  # inf + inf: np.where keeps the infinite tau
+        bound = np.where(np.isinf(t), t, t + eps * (1.0 + np.abs(t)))
+    return s <= bound
+
+
+def cut(score, tau: float, eps: float = TOLERANCE, nonempty: bool = True) -> np.ndarray:
+    """One question's answer mask: scores within tau, plus (nonempty) its top level.
+
+    The top level is every answer tied, under the same tolerance, at the question's
+    minimum score: tied answers stay together, and a superset of the tau set can only
+    raise coverage. A question with candidates never gets an empty set when nonempty.
+    """
+    s = np.asarray(score, dtype=float)
+    mask = within(s, tau, eps)
+    if nonempty and s.size and not np.isnan(s).all():
+        mask |= within(s, np.nanmin(s), eps)
+    return mask
+
+
+def cut_flat(
+    qidx,
+    score,
+    tau,
+    n_questions: int | None = None,
+    eps: float = TOLERANCE,
+    nonempty: bool = True,
+) -> np.ndarray:
+    """`cut` over the flat candidate table at once: tau is one value, or one per question
+    (length n_questions, e.g. a Mondrian group's tau for each question)."""
+    q = np.asarray(qidx, dtype=np.int64)
+    s = np.asarray(score, dtype=float)
+    nq = int(n_questions) if n_questions is not None else (int(q.max()) + 1 if q.size else 0)
+    t = np.asarray(tau, dtype=float)
+    mask = within(s, t[q] if t.ndim else t, eps)
+    if nonempty and s.size:
+        best = np.full(nq, np.inf)
+        np.fmin.at(best, q, s)  # fmin: NaN scores never become a question's minimum
+        mask |= within(s, best[q], eps)
+    return mask

@@ -3,7 +3,12 @@
 A calibration's guarantee holds for the graph it was computed on. Ingest only adds (MERGE),
 so entity and triple counts plus the relation types change whenever the graph does; their
 digest, with a generation number bumped at each change, is the fingerprint stored on the
-:Dataset node and copied onto :ScoringModel and :Calibration."""
+:Dataset node and copied onto :ScoringModel and :Calibration.
+
+The digest also covers the dataset's topic-answer setting (whether a path may end back on
+its topic): it changes which candidates search returns, so a model or calibration made
+under the other setting no longer describes retrieval. It enters the digest only when on,
+so datasets ingested before the setting existed (all off) keep their fingerprints."""
 
 from __future__ import annotations
 
@@ -21,7 +26,10 @@ def refresh(store: GraphStore, dataset: str) -> str:
     relations = sorted(
         r["name"] for r in store.read("relations", dataset=dataset) if r["direction"] == "forward"
     )
-    shape = [counts["entities"], counts["triples"], relations]
+    shape: list = [counts["entities"], counts["triples"], relations]
+    info = store.read("dataset_info", dataset=dataset)
+    if info and info[0]["d"].get("topic_answers"):
+        shape.append({"topic_answers": True})
     digest = hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
     rows, _ = store.query(
         statement("dataset_fingerprint"), {"dataset": dataset, "digest": digest}, write=True

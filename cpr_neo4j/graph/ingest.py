@@ -1,9 +1,11 @@
 """Write a loaded Dataset into Neo4j: idempotent MERGE batches, each batch one transaction.
 
 Order: entities, relationships, Relation nodes, questions, TOPIC/ANSWER links, then the
-Dataset record is marked complete. Every write creates only what is missing (MERGE, or for
-relationships CREATE after a check), so a killed run re-run from the start finishes the job
-and a second run creates nothing.
+Dataset record is marked complete, with the dataset's conventions (`topic_answers`: whether
+a topic may be its own answer; loaders/topic_answers.py decides it when the loader did not).
+Every write creates only what is missing (MERGE, or for relationships CREATE after a
+check), so a killed run re-run from the start finishes the job and a second run creates
+nothing.
 
 The graph, questions and links go in column batches (graph/columns.py): relationships of
 every type through ONE statement, where a statement per type cost a plan compile and a
@@ -25,6 +27,7 @@ from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import membership_rows, write_subgraphs
 from cpr_neo4j.loaders.base import Dataset
+from cpr_neo4j.loaders.topic_answers import decide
 
 Progress = Callable[[str, int], None]  # (stage, rows just written)
 
@@ -118,6 +121,9 @@ def ingest(
         for n, counters in batches:
             report.add(stage, n, counters)
             tick(stage, n)
+    topic_answers = dataset.topic_answers
+    if topic_answers is None:  # a caller that did not decide (the CLI does, and says so)
+        topic_answers = decide(dataset)[1].on
     store.write(
         "dataset_finish",
         dataset=name,
@@ -125,9 +131,11 @@ def ingest(
             "triples_source": dataset.triples.height,
             "entities_source": dataset.entities.height,
             "questions_source": q.height,
+            "topic_answers": topic_answers,
         },
     )
-    fingerprint.refresh(store, name)  # a changed graph makes older calibrations stale
+    # a changed graph, or a changed topic-answer setting, makes older calibrations stale
+    fingerprint.refresh(store, name)
     return report
 
 

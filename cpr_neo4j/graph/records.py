@@ -50,6 +50,16 @@ def splits(store: GraphStore, dataset: str) -> dict[str, dict]:
     return rows
 
 
+def topic_answers(store: GraphStore, dataset: str) -> bool:
+    """Whether a topic entity may be its own answer in `dataset` (set at ingest; False for
+    datasets ingested before the setting existed, today's behaviour). Stages pass it to
+    retrieval (RetrievalSettings.topic_answers) and to PUCT collection."""
+    rows = store.read("dataset_info", dataset=dataset)
+    if not rows:
+        raise CprError(f"dataset {dataset!r} is not in Neo4j: run `cpr ingest {dataset}`")
+    return bool(rows[0]["d"].get("topic_answers"))
+
+
 def relations(store: GraphStore, dataset: str) -> list[dict]:
     return [dict(r) for r in store.read("relations", dataset=dataset)]
 

@@ -12,14 +12,16 @@ check (cypher/merge_subgraphs_cols.cypher), so a re-run or a resumed run creates
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph.cypher import statement
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.loaders.base import Dataset
+
+if TYPE_CHECKING:  # polars only when ingesting: `cpr ask` imports this module's names
+    from cpr_neo4j.loaders.base import Dataset
 
 Batches = Iterator[tuple[int, object]]  # (membership rows written, the summary counters)
 
@@ -38,6 +40,8 @@ def write_subgraphs(store: GraphStore, dataset: Dataset, batch_size: int) -> Bat
     Sorted by (question, entity) so every run cuts the same batches and a question's rows sit
     together (one question seek per batch it spans). The rows are unique (Dataset's rule):
     no unique() here, which cost gigabytes at WebQSP's 23M rows."""
+    import polars as pl
+
     if dataset.subgraphs is None or dataset.subgraphs.is_empty():
         return
     pairs = dataset.subgraphs.select("question", "entity").sort("question", "entity")

@@ -52,6 +52,8 @@ class Dataset:
     problems: malformed lines skipped while reading.
     subgraphs: unique (question, entity) rows, SUBGRAPHS_SCHEMA; None when the source has no
         per-question subgraphs (MetaQA, plain triples).
+    topic_answers: whether a topic entity may be its own answer (loaders/topic_answers.py);
+        None when the loader does not know its dataset's convention: ingest detects it.
     """
 
     name: str
@@ -61,6 +63,7 @@ class Dataset:
     relation_text: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     subgraphs: pl.DataFrame | None = None
+    topic_answers: bool | None = None
 
 
 # --- helpers shared by the loaders -------------------------------------------------------------

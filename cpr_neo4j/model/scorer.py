@@ -1,9 +1,14 @@
 """Path costs V(p) = V_sem(p) + Delta_theta(x(p), c(p)) (lower = more plausible).
 
 A path's cost depends only on (masked question, relation sequence), so everything is
-keyed by RelPath: embeddings of steps and path texts live in growing tables on the
-scoring device, and a batch of paths costs one dict lookup per path plus a few
-tensor ops for the whole batch.
+keyed by RelPath: embeddings of questions, steps and path texts live in growing numpy
+tables, and a batch of paths costs one dict lookup per path plus a few array ops.
+
+Backends: "numpy" (the default, CPU, no torch) or "torch" (`device="cuda"`: the tables are
+mirrored to the GPU and the net runs as a torch module, model.rcvnet_torch). The numpy
+path caches the conditioner's first layer per row: it is linear in c = [q, r, p], so
+c W^T + b = A[question] + B[last step] + C[path] (C holding b), each computed once per row;
+equal to the product on c up to float32 summation order.
 """
 
 from __future__ import annotations
@@ -12,19 +17,19 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from cpr_neo4j.model.encoder import DIM, TEXT_FORMAT, default_device, path_text, step_text
-from cpr_neo4j.model.rcvnet import RCVNet
+from cpr_neo4j.model.encoder import DIM, TEXT_FORMAT, path_text, step_text
+from cpr_neo4j.model.rcvnet import RCVWeights, rows_product
 from cpr_neo4j.search.base import RelPath, Step
 
 if TYPE_CHECKING:
     from cpr_neo4j.model.encoder import TextEncoder
 
 DEFAULT_RHO = 0.5  # mean of the Beta(1, 1) prior: a step never seen in rollouts
+BACKENDS = ("numpy", "torch")
 
 
 @dataclass(frozen=True)
@@ -36,53 +41,105 @@ class QueryContext:
 
 
 class _Rows:
-    """A growing (capacity-doubling) tensor on the scoring device."""
+    """A growing (capacity-doubling) numpy array; rows are only ever appended."""
 
-    def __init__(self, tail: tuple[int, ...], dtype: torch.dtype, device: torch.device):
-        self.data = torch.zeros((64, *tail), dtype=dtype, device=device)
+    def __init__(self, tail: tuple[int, ...], dtype: Any):
+        self.data = np.zeros((64, *tail), dtype=dtype)
         self.size = 0
 
-    def append(self, values: torch.Tensor) -> None:
+    def append(self, values: np.ndarray) -> None:
         need = self.size + len(values)
         if need > len(self.data):
-            cap = max(need, 2 * len(self.data))
-            grown = torch.zeros(
-                (cap, *self.data.shape[1:]), dtype=self.data.dtype, device=self.data.device
-            )
+            grown = np.zeros((max(need, 2 * len(self.data)), *self.data.shape[1:]), self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
-        self.data[self.size : need] = values.to(self.data.device, self.data.dtype)
+        self.data[self.size : need] = values
         self.size = need
 
     @property
-    def view(self) -> torch.Tensor:
+    def view(self) -> np.ndarray:
         return self.data[: self.size]
 
 
 class PathScorer:
-    """Scores relation paths for a masked question; `net=None` gives the V_sem-only scorer."""
+    """Scores relation paths for a masked question; `net=None` gives the V_sem-only scorer.
+
+    net: RCVWeights, or a torch RCVNet (its weights are copied now). backend/device: see the
+    module docstring; `device="cuda"` implies the torch backend."""
 
     def __init__(
         self,
         encoder: TextEncoder,
         relation_text: Mapping[str, str],
         priors_rho: Mapping[str, float] | None = None,
-        net: RCVNet | None = None,
-        device: str | torch.device | None = None,
+        net: Any = None,
+        device: str | None = None,
+        backend: str | None = None,
     ):
         self.encoder = encoder
         self.relation_text = dict(relation_text)
         self.rho = {k: float(v) for k, v in (priors_rho or {}).items()}
-        self.device = torch.device(device or default_device())
-        self.net = net.to(self.device) if net is not None else None
+        self.requested_device = device  # None: the default (training then takes CUDA if any)
+        self.device = str(device or "cpu")
+        self.backend = backend or ("numpy" if self.device == "cpu" else "torch")
+        if self.backend not in BACKENDS or (self.backend == "numpy" and self.device != "cpu"):
+            raise ValueError(f"no scorer backend {self.backend!r} on device {self.device!r}")
         self._questions: dict[str, QueryContext] = {}
-        self._q = _Rows((DIM,), torch.float32, self.device)
+        self._q = _Rows((DIM,), np.float32)
         self._step_row: dict[Step, int] = {}
-        self._steps = _Rows((DIM,), torch.float32, self.device)
-        self._step_rho = _Rows((), torch.float32, self.device)
+        self._steps = _Rows((DIM,), np.float32)
+        self._step_rho = _Rows((), np.float32)
         self._path_row: dict[RelPath, int] = {}
-        self._paths = _Rows((DIM,), torch.float32, self.device)
-        self._path_last = _Rows((), torch.long, self.device)  # path row -> its last step's row
+        self._paths = _Rows((DIM,), np.float32)
+        self._path_last = _Rows((), np.int64)  # path row -> its last step's row
+        self.net = net
+
+    # ---- the net and its per-row caches ------------------------------------------------
+
+    @property
+    def net(self) -> RCVWeights | None:
+        return self._net
+
+    @net.setter
+    def net(self, net: Any) -> None:
+        if net is not None and not isinstance(net, RCVWeights):
+            net = RCVWeights.from_module(net)  # a torch RCVNet
+        self._net = net
+        self._torch: Any = None  # the torch backend, rebuilt for these weights when used
+        self._proj: dict[str, _Rows] | None = None
+        if net is not None and self.backend == "numpy":
+            self._proj = {}
+            for name, table in (("q", self._q), ("steps", self._steps), ("paths", self._paths)):
+                self._proj[name] = _Rows((net.config.cond_hidden,), np.float32)
+                self._project(name, table.view)
+
+    def _project(self, name: str, rows: np.ndarray) -> None:
+        """Append the first-layer projections of new table rows (numpy backend with a net)."""
+        if self._proj is None or not len(rows):
+            return
+        w_q, w_r, w_p, bias = self._net.first_layer_parts()
+        w = {"q": w_q, "steps": w_r, "paths": w_p}[name]
+        product = rows_product(rows, w)
+        self._proj[name].append(product + bias if name == "paths" else product)
+
+    def embedded(self) -> tuple[list[str], np.ndarray]:
+        """Every text this scorer embedded (questions, step and path texts) and its vector:
+        what `cpr calibrate` keeps in the encoder's disk cache for later processes."""
+        texts = list(self._questions)
+        texts += [step_text(s, self.relation_text) for s in self._step_row]
+        texts += [path_text(p, self.relation_text) for p in self._path_row]
+        vectors = np.concatenate([self._q.view, self._steps.view, self._paths.view])
+        return texts, vectors
+
+    def tables(self) -> dict[str, np.ndarray]:
+        """The embedding tables (read them, never write): for the torch mirror and training."""
+        return {
+            "q": self._q.view,
+            "steps": self._steps.view,
+            "step_rho": self._step_rho.view,
+            "paths": self._paths.view,
+            "path_last": self._path_last.view,
+        }
 
     # ---- embeddings -------------------------------------------------------------------
 
@@ -94,7 +151,9 @@ class PathScorer:
         """Many questions at once: unseen texts are embedded in one batch."""
         new = [t for t in dict.fromkeys(masked_texts) if t not in self._questions]
         if new:
-            self._q.append(torch.from_numpy(self.encoder.encode(new)))
+            vectors = self.encoder.encode(new)
+            self._q.append(vectors)
+            self._project("q", vectors)
             for i, text in enumerate(new):
                 self._questions[text] = QueryContext(text, self._q.size - len(new) + i)
         return [self._questions[t] for t in masked_texts]
@@ -106,14 +165,15 @@ class PathScorer:
         vectors = self.encoder.encode([step_text(s, self.relation_text) for s in new])
         for s in new:
             self._step_row[s] = len(self._step_row)
-        self._steps.append(torch.from_numpy(vectors))
-        self._step_rho.append(torch.tensor([self.rho.get(s.key(), DEFAULT_RHO) for s in new]))
+        self._steps.append(vectors)
+        self._project("steps", vectors)
+        self._step_rho.append(np.array([self.rho.get(s.key(), DEFAULT_RHO) for s in new]))
 
-    def path_rows(self, paths: Sequence[RelPath]) -> torch.Tensor:
+    def path_rows(self, paths: Sequence[RelPath]) -> np.ndarray:
         """Row of every path in the path table (unseen paths embedded in one batch)."""
         rows = self._path_row
         try:
-            return torch.tensor([rows[p] for p in paths], dtype=torch.long, device=self.device)
+            return np.array([rows[p] for p in paths], dtype=np.int64)
         except KeyError:
             pass
         new = [p for p in dict.fromkeys(paths) if p not in rows]
@@ -126,57 +186,65 @@ class PathScorer:
         vectors = self.encoder.encode(texts, cache=False)
         for p in new:
             rows[p] = len(rows)
-        self._paths.append(torch.from_numpy(vectors))
-        self._path_last.append(torch.tensor([self._step_row[p[-1]] for p in new]))
-        return torch.tensor([rows[p] for p in paths], dtype=torch.long, device=self.device)
+        self._paths.append(vectors)
+        self._project("paths", vectors)
+        self._path_last.append(np.array([self._step_row[p[-1]] for p in new]))
+        return np.array([rows[p] for p in paths], dtype=np.int64)
 
     # ---- costs ------------------------------------------------------------------------
 
-    def features_rows(
-        self, q_rows: torch.Tensor, p_rows: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (n, 3) and c (n, 3*384) for (question row, path row) pairs."""
+    def _x(self, q_rows: np.ndarray, p_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """x (n, 3) = [s(q, r_t), s(q, p), rho] and the last steps' rows."""
         q = self._q.view[q_rows]
         s_rows = self._path_last.view[p_rows]
-        r = self._steps.view[s_rows]
-        p = self._paths.view[p_rows]
-        x = torch.stack([(q * r).sum(-1), (q * p).sum(-1), self._step_rho.view[s_rows]], dim=-1)
-        return x, torch.cat([q, r, p], dim=-1)
+        x = np.empty((len(p_rows), 3), dtype=np.float32)
+        x[:, 0] = np.einsum("ij,ij->i", q, self._steps.view[s_rows])
+        x[:, 1] = np.einsum("ij,ij->i", q, self._paths.view[p_rows])
+        x[:, 2] = self._step_rho.view[s_rows]
+        return x, s_rows
 
-    def cost_rows(
-        self, q_rows: torch.Tensor, p_rows: torch.Tensor, use_net: bool = True
-    ) -> torch.Tensor:
-        """V for (question row, path row) pairs; differentiable in the net's weights."""
-        x, c = self.features_rows(q_rows, p_rows)
+    def features_rows(self, q_rows: np.ndarray, p_rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """x (n, 3) and c (n, 3*384) for (question row, path row) pairs."""
+        x, s_rows = self._x(q_rows, p_rows)
+        c = [self._q.view[q_rows], self._steps.view[s_rows], self._paths.view[p_rows]]
+        return x, np.concatenate(c, axis=1)
+
+    def cost_rows(self, q_rows: np.ndarray, p_rows: np.ndarray, use_net: bool = True) -> np.ndarray:
+        """V for (question row, path row) pairs, float32 (n,). Training computes its own,
+        differentiable costs in torch (model.rcvnet_torch.TorchTables)."""
+        q_rows, p_rows = np.asarray(q_rows, np.int64), np.asarray(p_rows, np.int64)
+        if self.backend == "torch":
+            if self._torch is None:
+                from cpr_neo4j.model.rcvnet_torch import TorchBackend
+
+                self._torch = TorchBackend(self, self.device)
+            return self._torch.costs(q_rows, p_rows, use_net)
+        x, s_rows = self._x(q_rows, p_rows)
         v_sem = -(x[:, 0] + x[:, 1])
-        if use_net and self.net is not None:
-            return v_sem + self.net(x, c)
-        return v_sem
+        if not use_net or self._net is None:
+            return v_sem
+        proj = self._proj
+        pre = proj["q"].view[q_rows] + proj["steps"].view[s_rows] + proj["paths"].view[p_rows]
+        return v_sem + self._net.head(x, pre)
 
-    def _ctx_rows(
-        self, ctx: QueryContext, paths: Sequence[RelPath]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _ctx_rows(self, ctx: QueryContext, paths: Sequence[RelPath]) -> tuple[np.ndarray, ...]:
         p_rows = self.path_rows(paths)
-        return torch.full_like(p_rows, ctx.row), p_rows
+        return np.full_like(p_rows, ctx.row), p_rows
 
-    def features(
-        self, ctx: QueryContext, paths: Sequence[RelPath]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, ctx: QueryContext, paths: Sequence[RelPath]) -> tuple[np.ndarray, ...]:
         return self.features_rows(*self._ctx_rows(ctx, paths))
 
-    @torch.inference_mode()
     def v_sem(self, ctx: QueryContext, paths: Sequence[RelPath]) -> np.ndarray:
         """-(s(q~, r_t) + s(q~, r_1:t)) per path."""
         if not paths:
             return np.zeros(0, dtype=np.float32)
-        return self.cost_rows(*self._ctx_rows(ctx, paths), use_net=False).cpu().numpy()
+        return self.cost_rows(*self._ctx_rows(ctx, paths), use_net=False)
 
-    @torch.inference_mode()
     def score(self, ctx: QueryContext, paths: Sequence[RelPath]) -> np.ndarray:
         """V_sem + Delta per path (equals v_sem when the scorer has no net)."""
         if not paths:
             return np.zeros(0, dtype=np.float32)
-        return self.cost_rows(*self._ctx_rows(ctx, paths)).cpu().numpy()
+        return self.cost_rows(*self._ctx_rows(ctx, paths))
 
     def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> np.ndarray:
         """Cosine similarities (len(a), len(b)), e.g. step texts against LLM hint relations."""
@@ -194,18 +262,16 @@ class PathScorer:
             "text_format": TEXT_FORMAT,
             "relation_text": dict(sorted(self.relation_text.items())),
         }
-        if self.net is not None:  # rho only reaches the score through the net
+        if self._net is not None:  # rho only reaches the score through the net
             ident["rho"] = dict(sorted(self.rho.items()))
-            ident["net"] = self.net.config.to_dict()
+            ident["net"] = self._net.config.to_dict()
         return ident
 
     @property
     def model_id(self) -> str:
         """Content hash: 'vsem-…' without a net, 'rcv-…' with one (weights included)."""
         digest = hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode())
-        if self.net is None:
+        if self._net is None:
             return f"vsem-{digest.hexdigest()[:16]}"
-        for name, tensor in sorted(self.net.state_dict().items()):
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        self._net.digest_into(digest)
         return f"rcv-{digest.hexdigest()[:16]}"

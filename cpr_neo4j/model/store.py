@@ -1,30 +1,31 @@
-"""Trained scorers on disk: cpr_home()/models/<model_id>/{weights.pt, config.json}.
+"""Trained scorers on disk: cpr_home()/models/<model_id>/{weights.npz, config.json}.
 
 The folder is named by the model id (a hash of weights, encoder, rho and relation
 texts), and loading recomputes that id: a file edited or mixed up on disk is refused
-rather than silently scoring differently from what was calibrated.
+rather than silently scoring differently from what was calibrated. The weights are numpy
+arrays named as the torch module's state_dict, so loading needs no torch.
 """
 
 from __future__ import annotations
 
 import json
+import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from cpr_neo4j.config import cpr_home
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.model.encoder import TEXT_FORMAT, TextEncoder
-from cpr_neo4j.model.rcvnet import RCVConfig, RCVNet
+from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.train import TrainReport
 from cpr_neo4j.search.puct import RelationPriors
 
-WEIGHTS = "weights.pt"
+WEIGHTS = "weights.npz"
+OLD_WEIGHTS = "weights.pt"  # torch.save of the state_dict, before weights.npz
 CONFIG = "config.json"
 
 
@@ -74,8 +75,7 @@ def save_scorer(
         "meta": meta,
     }
     if scorer.net is not None:
-        state = {k: v.detach().cpu() for k, v in scorer.net.state_dict().items()}
-        torch.save(state, folder / WEIGHTS)
+        scorer.net.save(folder / WEIGHTS)
     (folder / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
     return folder
 
@@ -90,8 +90,12 @@ def read_config(model_id: str) -> dict[str, Any]:
 
 
 def load_scorer(
-    model_id: str, encoder: TextEncoder | None = None, device: str | None = None
+    model_id: str,
+    encoder: TextEncoder | None = None,
+    device: str | None = None,
+    backend: str | None = None,
 ) -> PathScorer:
+    """device None / "cpu": the numpy scorer; "cuda": the torch one (PathScorer)."""
     config = read_config(model_id)
     encoder = encoder or TextEncoder(device=device)
     if encoder.model_name != config["encoder"]:
@@ -108,10 +112,15 @@ def load_scorer(
     if config.get("net") is not None:
         weights = model_dir(model_id) / WEIGHTS
         if not weights.exists():
-            raise CprError(f"model {model_id} has no {WEIGHTS} in {weights.parent}: retrain it")
-        net = RCVNet(RCVConfig(**config["net"]))
-        net.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-    scorer = PathScorer(encoder, config["relation_text"], config["rho"], net, device)
+            old = " (only the older weights.pt)" if (weights.parent / OLD_WEIGHTS).exists() else ""
+            raise CprError(
+                f"model {model_id} has no {WEIGHTS} in {weights.parent}{old}: retrain it"
+            )
+        try:
+            net = RCVWeights.load(weights, RCVConfig(**config["net"]))
+        except (ValueError, OSError, KeyError, zipfile.BadZipFile) as exc:
+            raise CprError(f"cannot read {weights}: {exc}; retrain with `cpr train`") from exc
+    scorer = PathScorer(encoder, config["relation_text"], config["rho"], net, device, backend)
     if scorer.model_id != model_id:
         raise CprError(
             f"model files under {model_dir(model_id)} do not hash to {model_id}: "

@@ -1,4 +1,10 @@
-"""Training RCVNet on (p+, p-) pairs: loss softplus(V(p+) - V(p-)), Adam."""
+"""Training RCVNet on (p+, p-) pairs: loss softplus(V(p+) - V(p-)), Adam, in torch.
+
+torch is imported inside train_rcvnet only: TrainReport, pair_rows and pairwise_accuracy
+(numpy scoring) serve the model store and `cpr eval` without it. Training reads the
+scorer's numpy tables through a torch mirror (model.rcvnet_torch.TorchTables), trains a
+torch RCVNet and hands the weights back to the scorer as numpy (RCVWeights).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-import torch
-from torch.nn import functional as F
+import numpy as np
 
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.model.rcvnet import RCVConfig, RCVNet
+from cpr_neo4j.model.rcvnet import RCVConfig
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.puct import PathPair
 
@@ -34,19 +39,15 @@ class TrainReport:
 
 def pair_rows(
     scorer: PathScorer, pairs: Sequence[PathPair]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(question rows, positive path rows, negative path rows), embedding what is new."""
-    q_rows = torch.tensor(
-        [scorer.question(p.masked_question).row for p in pairs],
-        dtype=torch.long,
-        device=scorer.device,
-    )
+    ctxs = scorer.questions([p.masked_question for p in pairs])
+    q_rows = np.array([c.row for c in ctxs], dtype=np.int64)
     pos = scorer.path_rows([p.pos.relpath for p in pairs])
     neg = scorer.path_rows([p.neg.relpath for p in pairs])
     return q_rows, pos, neg
 
 
-@torch.inference_mode()
 def pairwise_accuracy(scorer: PathScorer, pairs: Sequence[PathPair], use_net: bool = True) -> float:
     """Fraction of pairs with V(p+) < V(p-); a tie counts one half (as in ROC AUC), so an
     uninformative constant scorer sits at 0.5 rather than 0."""
@@ -55,8 +56,17 @@ def pairwise_accuracy(scorer: PathScorer, pairs: Sequence[PathPair], use_net: bo
     q, pos, neg = pair_rows(scorer, pairs)
     v_pos = scorer.cost_rows(q, pos, use_net)
     v_neg = scorer.cost_rows(q, neg, use_net)
-    wins = (v_pos < v_neg).float() + 0.5 * (v_pos == v_neg).float()
-    return float(wins.mean())
+    return float(np.mean((v_pos < v_neg) + 0.5 * (v_pos == v_neg)))
+
+
+def training_device(scorer: PathScorer) -> str:
+    """The scorer's device when one was asked for; by default CUDA when present (training
+    is where a GPU pays, while the default scorer stays on the CPU), else the CPU."""
+    if scorer.requested_device is not None:
+        return scorer.device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def train_rcvnet(
@@ -69,9 +79,11 @@ def train_rcvnet(
     progress: bool = True,
     config: RCVConfig | None = None,
     anchor: float = 0.0,
+    device: str | None = None,
 ) -> TrainReport:
-    """Train scorer.net in place (a fresh RCVNet seeded with `seed` when the scorer has
-    none). `seed` also fixes the batch order: same pairs + seed -> same weights on CPU.
+    """Train scorer.net (a fresh RCVNet seeded with `seed` when the scorer has none) and
+    set the result on the scorer. `seed` also fixes the batch order: same pairs + seed ->
+    same weights on CPU. device: where torch trains (default: training_device).
 
     anchor > 0 adds anchor * (softplus(V(p+)) + softplus(-V(p-))): the pairwise loss only
     orders paths within a question, while one conformal threshold serves all questions,
@@ -81,12 +93,21 @@ def train_rcvnet(
         raise CprError(
             "no training pairs: collect them first (no question had a reachable answer?)"
         )
+    import torch
+    from torch.nn import functional as F
+
+    from cpr_neo4j.model.rcvnet_torch import RCVNet, TorchTables
+
+    device = device or training_device(scorer)
     if scorer.net is None:
-        scorer.net = RCVNet(config, seed=seed).to(scorer.device)
-    net = scorer.net
+        net = RCVNet(config, seed=seed).to(device)
+    else:
+        net = RCVNet.from_weights(scorer.net).to(device)
     started = time.perf_counter()
     acc_before = pairwise_accuracy(scorer, pairs, use_net=False)
-    q, pos, neg = pair_rows(scorer, pairs)
+    q_np, pos_np, neg_np = pair_rows(scorer, pairs)
+    tables = TorchTables(scorer, device)  # after pair_rows: every row is in the tables
+    q, pos, neg = (torch.from_numpy(a).to(device) for a in (q_np, pos_np, neg_np))
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     n = len(pairs)
@@ -96,14 +117,12 @@ def train_rcvnet(
     with _progress(progress) as bar:
         task = bar.add_task("training RCVNet", total=epochs * batches) if bar else None
         for epoch in range(epochs):
-            order = torch.randperm(n, generator=gen).to(scorer.device)
+            order = torch.randperm(n, generator=gen).to(device)
             total = 0.0
             for b in range(batches):
                 idx = order[b * batch_size : (b + 1) * batch_size]
-                v_pos, v_neg = (
-                    scorer.cost_rows(q[idx], pos[idx]),
-                    scorer.cost_rows(q[idx], neg[idx]),
-                )
+                v_pos = tables.costs(net, q[idx], pos[idx])
+                v_neg = tables.costs(net, q[idx], neg[idx])
                 loss = F.softplus(v_pos - v_neg).mean()
                 if anchor:
                     loss = loss + anchor * (F.softplus(v_pos) + F.softplus(-v_neg)).mean()
@@ -115,13 +134,14 @@ def train_rcvnet(
                     bar.update(task, advance=1, description=f"epoch {epoch + 1}/{epochs}")
             losses.append(total / n)
     net.eval()
+    scorer.net = net.to_weights()
     return TrainReport(
         pairs=n,
         epochs=epochs,
         lr=lr,
         batch_size=batch_size,
         seed=seed,
-        device=str(scorer.device),
+        device=str(device),
         seconds=round(time.perf_counter() - started, 3),
         epoch_losses=losses,
         accuracy_vsem=acc_before,

@@ -8,11 +8,17 @@ witness chain (topic, ..., predecessor of u, u). Only the witness chain is check
 entity reachable only through another, unrecorded chain of the same sequence may be
 missed (it needs a cycle inside one relation sequence). The entities a sequence reaches
 depend on the sequence alone, never on which other sequences share the frontier.
+
+Topic answers (`topic_answers=True`, a dataset convention: "X's children's mother" is X):
+a step MAY land on a topic entity, closing a cycle (X -child-> Y -mother-> X); that end is
+then a candidate answer but is never expanded further, so the topic is only ever a path's
+last entity and paths stay simple otherwise. Off (MetaQA's convention) a topic is never
+stepped onto, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,20 +40,38 @@ def root(topics: list[str]) -> Beam:
     return Beam((), dict.fromkeys(topics), {t: () for t in topics})
 
 
-def frontier_ids(frontier: list[Beam]) -> list[str]:
-    """Sorted union of the entities the beams reach: the ids of the hop's one round trip."""
-    return sorted(set().union(*(b.ends for b in frontier)))
+def expandable(beam: Beam, topics: Collection[str], topic_answers: bool) -> list[str]:
+    """The beam's ends that may take another step: a topic reached by a cycle is an end
+    only (it can be a beam end past hop 0 only when topic answers are on)."""
+    if not (topic_answers and beam.path):
+        return sorted(beam.ends)
+    return sorted(u for u in beam.ends if u not in topics)
 
 
-def expand(frontier: list[Beam], nbrs: dict[str, list[Edge]], topics: set[str]) -> list[Child]:
+def frontier_ids(
+    frontier: list[Beam], topics: Collection[str] = (), topic_answers: bool = False
+) -> list[str]:
+    """Sorted union of the entities the beams can expand: the ids of the hop's one round trip."""
+    return sorted(set().union(*(expandable(b, topics, topic_answers) for b in frontier)))
+
+
+def expand(
+    frontier: list[Beam],
+    nbrs: dict[str, list[Edge]],
+    topics: set[str],
+    topic_answers: bool = False,
+) -> list[Child]:
     """Children (path, end -> predecessor, parent index) of every active sequence."""
     out: list[Child] = []
     for p, beam in enumerate(frontier):
         grouped: dict[Step, dict[str, str]] = {}
-        for u in sorted(beam.ends):  # sorted: the smallest predecessor id wins
+        for u in expandable(beam, topics, topic_answers):  # sorted: the smallest id wins
             banned = beam.chains[u]
             for step, v in nbrs.get(u, ()):
-                if v in topics or v == u or v in banned:
+                if v in topics:
+                    if not topic_answers:
+                        continue  # a cycle back to a topic ends the path: see the docstring
+                elif v == u or v in banned:
                     continue
                 grouped.setdefault(step, {}).setdefault(v, u)
         for step in sorted(grouped):
@@ -186,13 +210,24 @@ class NodeChildren:
         return NodeBeam(self.paths[k], self.ends[rows], preds, chains)
 
 
-def expand_nodes(frontier: list[NodeBeam], adj: Adjacency, topics: np.ndarray) -> NodeChildren:
+def expandable_nodes(beam: NodeBeam, topics: np.ndarray, topic_answers: bool) -> np.ndarray:
+    """`expandable` over node columns: a mask of the beam's ends that may take a step."""
+    if not (topic_answers and beam.path):
+        return np.ones(len(beam.ends), dtype=bool)
+    return ~np.isin(beam.ends, topics)
+
+
+def expand_nodes(
+    frontier: list[NodeBeam], adj: Adjacency, topics: np.ndarray, topic_answers: bool = False
+) -> NodeChildren:
     """`expand` over integer columns: the same children, ends and predecessors.
 
     The simple-path rule and "the predecessor kept is the smallest entity id" hold as in
     `expand`: predecessors are ranked by their ids (`adj.frontier`), not their node ids.
+    A topic end of a cycle (topic answers on) takes no step: its edges are not gathered.
     """
     ends = np.concatenate([b.ends for b in frontier])
+    live = np.concatenate([expandable_nodes(b, topics, topic_answers) for b in frontier])
     owner = np.repeat(np.arange(len(frontier)), [len(b.ends) for b in frontier])
     chains = np.vstack([b.chains for b in frontier])
     # CSR over the adjacency: the edge rows of every (beam, end) pair, gathered at once
@@ -202,12 +237,16 @@ def expand_nodes(frontier: list[NodeBeam], adj: Adjacency, topics: np.ndarray) -
     count = np.diff(np.append(first, len(src)))
     at = np.minimum(np.searchsorted(keys, ends), max(len(keys) - 1, 0))
     hit = (at < len(keys)) & (keys[at] == ends) if len(keys) else np.zeros(len(ends), bool)
+    hit &= live
     n = np.where(hit, count[at] if len(keys) else 0, 0)
     pair = np.repeat(np.arange(len(ends)), n)
     rows = np.repeat(np.where(hit, first[at] if len(keys) else 0, 0) - np.cumsum(n) + n, n)
     rows += np.arange(len(pair))
     u, v, s, b = ends[pair], dst[rows], step[rows], owner[pair]
-    ok = (v != u) & ~np.isin(v, topics) & ~(chains[pair] == v[:, None]).any(axis=1)
+    on_topic = np.isin(v, topics)
+    simple = (v != u) & ~(chains[pair] == v[:, None]).any(axis=1)
+    # topic answers: a step onto a topic closes a cycle and is kept as an end (see above)
+    ok = (on_topic | simple) if topic_answers else (~on_topic & simple)
     u, v, s, b, pair = u[ok], v[ok], s[ok], b[ok], pair[ok]
     # one row per (beam, step, v): the predecessor with the smallest id
     named = np.array(sorted(adj.frontier, key=adj.frontier.__getitem__), dtype=np.int64)

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import requests
 
 from cpr_neo4j.errors import CprError, HintFailed
 from cpr_neo4j.search.base import RelPath
@@ -376,6 +375,8 @@ class OpenAIHints(_LLMHints):
             "response_format": {"type": "json_object"},
             "chat_template_kwargs": {"enable_thinking": False},  # Qwen3: no <think> block
         }
+        import requests  # only with an LLM server: `cpr ask` without hints never loads it
+
         resp = requests.post(
             self.endpoint, json=payload, headers=self._headers, timeout=self.timeout
         )

@@ -20,7 +20,9 @@ only if v is not a topic entity and not on u's recorded witness chain (topic, ..
 predecessor of u, u). Because one predecessor is kept per (sequence, entity), the chain
 checked is that witness chain; an entity reachable only through another, unrecorded chain
 of the same sequence may be missed (rare; it needs a cycle inside one relation sequence).
-The predecessor kept is the smallest entity id.
+The predecessor kept is the smallest entity id. With `topic_answers` (a dataset setting:
+"X's children's mother" is X) a step may also land on a topic, closing a cycle; that end
+is a candidate answer, is never expanded, and is not fetched again.
 
 Speed (search/frontier.py `expand_nodes`): entities are integers (Neo4j node ids) and one
 hop's expansion is a few numpy passes over columns for all sequences at once, instead of
@@ -40,22 +42,32 @@ hops are not lost. Calibration and test must use the same rule (they call this f
 
 from __future__ import annotations
 
-import math
 from collections import ChainMap
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from cpr_neo4j.search.base import Edge, NeighbourSource, RelPath
+from cpr_neo4j.search.candidates import Candidate, Ends, Retrieval
 from cpr_neo4j.search.frontier import (
     Adjacency,
     DictAdjacency,
     NodeBeam,
     expand_nodes,
+    expandable_nodes,
     node_root,
 )
+
+__all__ = [  # the result types live in search/candidates.py; callers import them from here
+    "Candidate",
+    "Ends",
+    "Job",
+    "Retrieval",
+    "retrieve",
+    "retrieve_many",
+    "retrieve_naive",
+]
 
 QueryContext = Any  # opaque per-question object made by Scorer.question
 HintBonus = Callable[[list[RelPath]], np.ndarray]
@@ -73,169 +85,6 @@ class Scorer(Protocol):
     def similarity(self, texts_a: list[str], texts_b: list[str]) -> np.ndarray:
         """Cosine matrix of shape (len(texts_a), len(texts_b))."""
         ...
-
-
-class Ends(Mapping[str, "str | None"]):
-    """A candidate's end entity -> predecessor, kept as node columns and named on first use:
-    most of a retrieval's candidates are never read entity by entity (answer costs and
-    witnesses use the columns), and naming them all was a fifth of a 3-hop retrieval."""
-
-    __slots__ = ("nodes", "preds", "names", "_named")
-
-    def __init__(self, nodes: np.ndarray, preds: np.ndarray, names: Mapping[int, str]):
-        self.nodes, self.preds, self.names = nodes, preds, names
-        self._named: dict[str, str | None] | None = None
-
-    def _dict(self) -> dict[str, str | None]:
-        if self._named is None:
-            names = self.names
-            try:  # in id order, as the string-set version built them
-                pairs = sorted(
-                    (names[v], names[p])
-                    for v, p in zip(self.nodes.tolist(), self.preds.tolist(), strict=True)
-                )
-            except KeyError as exc:  # a node vanished between two hops' round trips
-                raise RuntimeError(f"the graph changed during retrieval (node {exc})") from exc
-            self._named = dict(pairs)
-        return self._named
-
-    def __getitem__(self, entity: str) -> str | None:
-        return self._dict()[entity]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._dict())
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def pred_node(self, node: int) -> int:
-        return int(self.preds[np.flatnonzero(self.nodes == node)[0]])
-
-
-@dataclass(frozen=True)
-class Candidate:
-    path: RelPath
-    cost: float  # V' = V - hint_beta * bonus; the number calibration and answer sets use
-    ends: Mapping[str, str | None]  # end entity -> its predecessor (None only at hop 0)
-
-
-@dataclass
-class Retrieval:
-    topics: list[str]
-    per_hop: list[list[Candidate]]  # per_hop[t - 1]: sequences retained at hop t, best first
-    round_trips: int
-    _index: dict[RelPath, Candidate] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    _node_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def candidates(self) -> list[Candidate]:
-        return [c for hop in self.per_hop for c in hop]
-
-    def answer_costs(self) -> dict[str, float]:
-        """Entity -> min cost over candidates ending there (topics never appear)."""
-        cands = self.candidates()
-        if cands and all(isinstance(c.ends, Ends) for c in cands):
-            return self._answer_costs_by_node(cands)
-        best: dict[str, float] = {}
-        topics = set(self.topics)
-        for c in cands:
-            for e in c.ends:
-                if e not in topics and c.cost < best.get(e, math.inf):
-                    best[e] = c.cost
-        return best
-
-    def _answer_costs_by_node(self, cands: list[Candidate]) -> dict[str, float]:
-        """answer_costs over node columns; keeps the end nodes' names for `witness`."""
-        nodes, costs = _best_by_node(cands)
-        names = cands[0].ends.names  # type: ignore[attr-defined]
-        topics = set(self.topics)
-        best: dict[str, float] = {}
-        for n, c in zip(nodes.tolist(), costs.tolist(), strict=True):
-            name = names[n]
-            self._node_of[name] = n
-            if name not in topics:
-                best[name] = c
-        return best
-
-    def answer_columns(self) -> tuple[list[str], np.ndarray]:
-        """answer_costs as (entity ids, costs) columns, for callers that only need numbers
-        (`cpr eval`: a 3-hop question has thousands of answers; a dict costs more)."""
-        cands = self.candidates()
-        if not (cands and all(isinstance(c.ends, Ends) for c in cands)):
-            best = self.answer_costs()
-            return list(best), np.fromiter(best.values(), float, len(best))
-        nodes, costs = _best_by_node(cands)
-        ids = _name_all(cands[0].ends.names, nodes.tolist())  # type: ignore[attr-defined]
-        topics = set(self.topics)
-        keep = ~np.fromiter(map(topics.__contains__, ids), bool, len(ids))
-        if keep.all():
-            return ids, costs
-        return [i for i, k in zip(ids, keep.tolist(), strict=True) if k], costs[keep]
-
-    def ranked_answers(self) -> list[tuple[str, float]]:
-        """(entity, cost) by cost, ties by entity id; the first is the Hits@1 answer."""
-        return sorted(self.answer_costs().items(), key=lambda kv: (kv[1], kv[0]))
-
-    def prefix_costs(self) -> list[dict[RelPath, float]]:
-        """Per hop, cost of each retained sequence (what hop-level calibration thresholds)."""
-        return [{c.path: c.cost for c in hop} for hop in self.per_hop]
-
-    def witness(self, entity: str) -> tuple[RelPath, list[str], float]:
-        """Best candidate reaching `entity`: (relation path, entity ids e0..eL, cost)."""
-        cands = self.candidates()
-        node = self._node_of.get(entity) if cands and isinstance(cands[0].ends, Ends) else None
-        if node is not None:
-            reaching = [c for c in cands if (c.ends.nodes == node).any()]  # type: ignore[attr-defined]
-        else:
-            reaching = [c for c in cands if entity in c.ends]
-        if not reaching:
-            raise KeyError(f"entity {entity!r} is not reached by any candidate path")
-        best = min(reaching, key=lambda c: (c.cost, len(c.path), c.path))
-        return best.path, self.chain(best, entity), best.cost
-
-    def chain(self, candidate: Candidate, entity: str) -> list[str]:
-        """Entity ids e0..eL of `candidate`'s recorded path to `entity` (one of its ends)."""
-        if not self._index:
-            self._index.update((c.path, c) for c in self.candidates())
-        node = self._node_of.get(entity)
-        if node is not None and isinstance(candidate.ends, Ends):
-            nodes = [node]
-            for t in range(len(candidate.path), 0, -1):
-                nodes.append(self._index[candidate.path[:t]].ends.pred_node(nodes[-1]))  # type: ignore[attr-defined]
-            return [candidate.ends.names[n] for n in reversed(nodes)]
-        chain = [entity]
-        for t in range(len(candidate.path), 0, -1):  # walk predecessors back to the topic
-            pred = self._index[candidate.path[:t]].ends[chain[-1]]
-            assert pred is not None  # only hop-0 entities (topics) lack a predecessor
-            chain.append(pred)
-        return chain[::-1]
-
-
-def _name_all(names: Mapping[int, str], nodes: list[int]) -> list[str]:
-    """names[n] for every node, map by map at C speed (a ChainMap looks up in Python; with
-    a shared cache its first map names them all)."""
-    maps = names.maps if isinstance(names, ChainMap) else [names]
-    out = list(map(maps[0].get, nodes))
-    for m in maps[1:]:
-        if None not in out:
-            break
-        out = [o if o is not None else m.get(n) for o, n in zip(out, nodes, strict=True)]
-    if None in out:  # a node vanished between two hops' round trips
-        raise RuntimeError(f"the graph changed during retrieval (node {nodes[out.index(None)]})")
-    return out  # type: ignore[return-value]
-
-
-def _best_by_node(cands: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
-    """(end node, min cost over the candidates ending there), by node id."""
-    ends = [c.ends for c in cands]
-    nodes = np.concatenate([e.nodes for e in ends])  # type: ignore[attr-defined]
-    costs = np.repeat([c.cost for c in cands], [len(e) for e in ends])
-    order = np.lexsort((costs, nodes))
-    nodes, costs = nodes[order], costs[order]
-    first = np.ones(len(nodes), dtype=bool)
-    first[1:] = nodes[1:] != nodes[:-1]
-    return nodes[first], costs[first]
 
 
 class AdjacencySource(Protocol):
@@ -256,13 +105,14 @@ def retrieve(
     active: int = 32,
     hint_bonus: HintBonus | None = None,
     hint_beta: float = 0.0,
+    topic_answers: bool = False,
 ) -> Retrieval:
     """TreeG over relation sequences: exactly one round trip per hop (fewer only when a hop
-    leaves nothing to expand)."""
+    leaves nothing to expand). topic_answers: a path may end on a topic (the dataset's
+    convention, records.topic_answers), which then counts as an answer."""
     adjacency = getattr(source, "adjacency", None) or DictAdjacency(source.neighbours).adjacency
-    return _retrieve(
-        adjacency, source, scorer, ctx, topics, hops, beam_width, active, hint_bonus, hint_beta
-    )
+    job = Job(ctx, topics, hint_bonus, hint_beta, topic_answers)
+    return _retrieve(adjacency, source, scorer, job, hops, beam_width, active)
 
 
 def retrieve_naive(
@@ -275,6 +125,7 @@ def retrieve_naive(
     active: int = 32,
     hint_bonus: HintBonus | None = None,
     hint_beta: float = 0.0,
+    topic_answers: bool = False,
 ) -> Retrieval:
     """Same result as `retrieve`, one round trip per frontier entity (the benchmark's foil)."""
 
@@ -284,32 +135,25 @@ def retrieve_naive(
             out.update(source.neighbours([i]))
         return out
 
+    job = Job(ctx, topics, hint_bonus, hint_beta, topic_answers)
     return _retrieve(
-        DictAdjacency(one_by_one).adjacency,
-        source,
-        scorer,
-        ctx,
-        topics,
-        hops,
-        beam_width,
-        active,
-        hint_bonus,
-        hint_beta,
+        DictAdjacency(one_by_one).adjacency, source, scorer, job, hops, beam_width, active
     )
 
 
 Kept = tuple[RelPath, float, np.ndarray, np.ndarray]  # (path, cost, end nodes, predecessors)
 Fetch = tuple[Sequence[str], Sequence[int], bool]  # one hop's request: ids, node ids, names?
-Search = Generator[Fetch, Adjacency, tuple[list[str], list[list[Candidate]]]]
+Search = Generator[Fetch, Adjacency, Retrieval]  # its Retrieval's round_trips are filled later
 
 
 class Job(NamedTuple):
-    """One question of `retrieve_many`."""
+    """One question of `retrieve_many`. topic_answers None: the batch's setting."""
 
     ctx: QueryContext
     topics: list[str]
     hint_bonus: HintBonus | None = None
     hint_beta: float = 0.0
+    topic_answers: bool | None = None
 
 
 def retrieve_many(
@@ -319,13 +163,20 @@ def retrieve_many(
     hops: int,
     beam_width: int = 32,
     active: int = 32,
+    topic_answers: bool = False,
 ) -> list[Retrieval]:
     """`retrieve` for many questions in lockstep: ONE round trip per hop for the whole batch
     (the union of every question's frontier), and each result equals its own `retrieve`'s.
-    A result's `round_trips` counts the (shared) round trips its question took part in."""
+    A result's `round_trips` counts the (shared) round trips its question took part in.
+    topic_answers: the setting of every job that does not give its own."""
     _check(hops, beam_width, active)
     adjacency = getattr(source, "adjacency", None) or DictAdjacency(source.neighbours).adjacency
-    searches = [_search(scorer, hops, beam_width, active, *Job(*job)) for job in jobs]
+    searches = []
+    for job in jobs:
+        job = Job(*job)
+        if job.topic_answers is None:
+            job = job._replace(topic_answers=topic_answers)
+        searches.append(_search(scorer, hops, beam_width, active, job))
     return _drive(adjacency, source, searches)
 
 
@@ -333,17 +184,13 @@ def _retrieve(
     fetch: Callable[[Sequence[str], Sequence[int], bool], Adjacency],
     source: NeighbourSource,
     scorer: Scorer,
-    ctx: QueryContext,
-    topics: list[str],
+    job: Job,
     hops: int,
     beam_width: int,
     active: int,
-    hint_bonus: HintBonus | None,
-    hint_beta: float,
 ) -> Retrieval:
     _check(hops, beam_width, active)
-    search = _search(scorer, hops, beam_width, active, ctx, topics, hint_bonus, hint_beta)
-    return _drive(fetch, source, [search])[0]
+    return _drive(fetch, source, [_search(scorer, hops, beam_width, active, job)])[0]
 
 
 def _check(hops: int, beam_width: int, active: int) -> None:
@@ -367,8 +214,8 @@ def _drive(
             try:
                 pending[k] = searches[k].send(adj)  # type: ignore[arg-type]  # None starts it
             except StopIteration as done:
-                topics, per_hop = done.value
-                out[k] = Retrieval(topics, per_hop, trips[k])
+                out[k] = done.value
+                out[k].round_trips = trips[k]
         replies = {}
         by_id = [k for k, ask in pending.items() if not len(ask[1])]
         by_node = [k for k, ask in pending.items() if len(ask[1])]
@@ -388,13 +235,12 @@ def _search(
     hops: int,
     beam_width: int,
     active: int,
-    ctx: QueryContext,
-    topics: list[str],
-    hint_bonus: HintBonus | None,
-    hint_beta: float,
+    job: Job,
 ) -> Search:
     """TreeG for one question as a generator: yields each hop's request, is sent the
-    Adjacency (which may hold other questions' rows too), returns (topics, per hop)."""
+    Adjacency (which may hold other questions' rows too), returns its Retrieval."""
+    ctx, topics, hint_bonus, hint_beta, cycles = job
+    cycles = bool(cycles)  # topic answers: a step may land on a topic (never expanded)
     topics = list(dict.fromkeys(topics))
     named: list[Mapping[int, str]] = []  # node -> entity id, as round trips name them
     topic_nodes = np.zeros(0, dtype=np.int64)
@@ -409,14 +255,18 @@ def _search(
                 [n for n, i in adj.frontier.items() if i in asked], dtype=np.int64
             )
             frontier = [node_root(topic_nodes)] if len(topic_nodes) else []
-        elif frontier:
-            adj = yield [], np.unique(np.concatenate([b.ends for b in frontier])).tolist(), last
         else:
-            per_hop.append([])
-            continue
+            # a topic reached by a cycle is an end only: not fetched (topics are named at hop 0)
+            live = [b.ends[expandable_nodes(b, topic_nodes, cycles)] for b in frontier]
+            ask = np.unique(np.concatenate(live)).tolist() if frontier else []
+            if not ask:
+                per_hop.append([])
+                frontier = []
+                continue
+            adj = yield [], ask, last
         named += [adj.frontier, adj.names]  # a cache may hand over its whole map: no copy
         # expand_nodes reads only edges whose src is one of this question's beam ends
-        children = expand_nodes(frontier, adj, topic_nodes) if frontier else None
+        children = expand_nodes(frontier, adj, topic_nodes, cycles) if frontier else None
         if children is None or not children.paths:
             per_hop.append([])
             frontier = []
@@ -432,7 +282,8 @@ def _search(
             ]
         )
     names = ChainMap(*reversed(named))  # the latest hop's names first
-    return topics, [[_candidate(k, names) for k in hop] for hop in per_hop]
+    per_hop_candidates = [[_candidate(k, names) for k in hop] for hop in per_hop]
+    return Retrieval(topics, per_hop_candidates, 0, cycles)
 
 
 def _keep(

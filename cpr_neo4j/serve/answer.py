@@ -12,7 +12,7 @@ from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.serve.graph import is_unavailable
 from cpr_neo4j.serve.schemas import AnswerOut, AskRequest, AskResponse, ErrorBody, PathEntity
 from cpr_neo4j.stages.ask import answer as answer_one
-from cpr_neo4j.stages.ask import open_session
+from cpr_neo4j.stages.session import find_calibration, open_session
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
@@ -22,19 +22,19 @@ if TYPE_CHECKING:
 
 
 def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
-    """(dataset, newest matching calibration); Conflict when none matches the request.
+    """(dataset, the calibration that serves the request); Conflict when none does.
 
     The ask stage checks the same, but with one error type for everything; checking
     here first is what lets a mismatch answer 409 rather than 400."""
     dataset = req.dataset or records.default_dataset(store, req.model)
     if not dataset:
         raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
-    cal = records.latest_calibration(store, dataset, req.model, req.hops)
-    if cal is None:
-        wanted = (f" of model {req.model}" if req.model else "") + (
-            f" for {req.hops}-hop questions" if req.hops else ""
-        )
-        raise Conflict(f"dataset {dataset!r} has no calibration{wanted}: run `cpr calibrate`")
+    try:
+        cal = find_calibration(store, dataset, req.model, req.hops)
+    except CprError as exc:
+        if is_unavailable(exc):
+            raise
+        raise Conflict(str(exc)) from exc
     asked = {"beam_width": req.beam_width, "active": req.active}
     diff = [
         f"{k} {v} (calibrated with {cal.get(k)})"
@@ -86,10 +86,13 @@ def answer(
             req.active,
             hints,
             hops_filter=req.hops,
-            delta=req.delta,
+            delta=req.delta or None,
             all_candidates=req.all_candidates,
             allow_stale=req.allow_stale,
             cal=cal,
+            risk=req.risk,
+            allow_empty=req.allow_empty,
+            grouped=not req.ungrouped,
         )
         if writer is not None:
             session.save = writer.saver(store)
@@ -112,8 +115,10 @@ def answer(
         topics=[PathEntity(id=t["id"], name=t["name"]) for t in r.topics],
         alpha=r.alpha,
         delta=r.delta,
+        risk=r.risk,
         tau=r.tau if finite else None,
         tau_infinite=not finite,
+        group=r.group,
         n=r.n,
         model_id=r.model_id,
         calibration_id=r.calibration_id,

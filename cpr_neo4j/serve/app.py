@@ -14,10 +14,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from neo4j.exceptions import DriverError, Neo4jError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import records
+from cpr_neo4j.graph import entity_index, records
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.serve.answer import AskWriter, answer, classify
 from cpr_neo4j.serve.auth import bearer_check
@@ -25,6 +26,7 @@ from cpr_neo4j.serve.batch import SearchBatcher
 from cpr_neo4j.serve.cache import ScorerPool
 from cpr_neo4j.serve.graph import StoreHolder, is_unavailable
 from cpr_neo4j.serve.schemas import (
+    MAX_BODY_BYTES,
     AskRequest,
     AskResponse,
     BatchItem,
@@ -41,6 +43,7 @@ ERRORS = {
     401: "Missing or wrong bearer token (only when the server has one)",
     409: "No calibration matches the model, settings or entity linking asked for, or the "
     "graph changed since it was calibrated (allow_stale answers without a guarantee)",
+    413: "Request body over the server's limit (1 MiB unless set otherwise), refused unread",
     422: "Malformed request: empty or over-long question, alpha outside (0, 1)",
     502: "The relation-hint LLM server failed or gave no usable reply (never answered "
     "without the calibrated hints)",
@@ -66,8 +69,60 @@ def _finite(value: Any) -> Any:
     return value
 
 
+class BodyLimit:
+    """Refuses request bodies over `max_body` bytes with 413 before reading them: by their
+    Content-Length, else (chunked) by counting bytes as they arrive, stopping at the bound.
+    Pure ASGI: BaseHTTPMiddleware would read the whole body first."""
+
+    def __init__(self, app: ASGIApp, max_body: int):
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_body:
+            return await self._refuse(scope, send)
+        seen, refused, started = 0, False, False
+
+        async def counted() -> Message:
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request" and not started:
+                seen += len(message.get("body", b""))
+                if seen > self.max_body:
+                    refused = True
+                    await self._refuse(scope, send)
+                    return {"type": "http.disconnect"}  # the app stops reading, as if gone
+            return message
+
+        async def guarded(message: Message) -> None:
+            nonlocal started
+            if not refused:  # after a 413, whatever the app answers goes nowhere
+                started = True
+                await send(message)
+
+        try:
+            await self.app(scope, counted, guarded)
+        except Exception:
+            if not refused:  # the app failing to read a refused body is no error of its own
+                raise
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        detail = f"request body over {self.max_body} bytes: send at most that"
+        body = ErrorBody(status=413, type="RequestTooLarge", detail=detail)
+        await _error(body)(scope, _disconnected, send)
+
+
+async def _disconnected() -> Message:
+    return {"type": "http.disconnect"}
+
+
 def _warm(holder: StoreHolder, pool: ScorerPool) -> None:
-    """Load the scorer of each dataset's newest calibration, so the first ask is quick."""
+    """Load the scorer of each dataset's newest calibration, and the dataset's entity index,
+    so the first ask is quick."""
     try:
         store = holder.get()
         for dataset in records.calibrated_datasets(store):
@@ -75,6 +130,7 @@ def _warm(holder: StoreHolder, pool: ScorerPool) -> None:
             if cal is not None:
                 with pool.lease(cal["model"]):
                     log.info("loaded model %s for dataset %s", cal["model"], dataset)
+                entity_index.get(store, dataset, cal.get("graph_now"))
     except Exception as exc:  # the server still starts: requests load on demand or answer 503
         log.warning("could not preload a model: %s", exc)
 
@@ -87,12 +143,14 @@ def create_app(
     retry_time: float = 3.0,
     hints: HintProvider | None = None,
     batch_searches: bool = True,
+    max_body: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """settings: Neo4j (default: NEO4J_* or the local server); token: required bearer token
     (None: no auth, for loopback); warm: load models at start-up rather than on first ask;
     hints: the relation-hint provider every request uses (its mode must match the
     calibration's, else 409); batch_searches: concurrent requests search in one TreeG
-    batch (serve/batch.py), else each alone."""
+    batch (serve/batch.py), else each alone; max_body: bytes a request body may have
+    (more: 413, unread)."""
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
     writer = AskWriter()
@@ -113,6 +171,7 @@ def create_app(
         lifespan=lifespan,
         dependencies=[Depends(bearer_check(token))] if token else [],
     )
+    app.add_middleware(BodyLimit, max_body=max_body)
     app.state.holder, app.state.pool, app.state.batcher = holder, pool, batcher
 
     @app.exception_handler(CprError)
@@ -139,13 +198,13 @@ def create_app(
         return JSONResponse(body.model_dump(), exc.status_code, headers=exc.headers)
 
     @app.post(
-        "/ask", response_model=AskResponse, responses=_responses(400, 401, 409, 422, 502, 503)
+        "/ask", response_model=AskResponse, responses=_responses(400, 401, 409, 413, 422, 502, 503)
     )
     def ask(req: AskRequest) -> AskResponse:
         """Answer one question: a conformal answer set with each answer's best path."""
         return answer(holder.get(), pool, req, hints, writer, batcher)
 
-    @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 422, 503))
+    @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 413, 422, 503))
     def ask_batch(batch: BatchRequest) -> BatchResponse:
         """Answer many questions (results in order); one item's bad input fails that item
         only. Items run on a few threads at once, so their searches share batches."""

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from cpr_neo4j.search.hints import HintProvider
     from cpr_neo4j.search.treeg import Retrieval
     from cpr_neo4j.serve.cache import ScorerPool
-    from cpr_neo4j.stages.ask import Session
     from cpr_neo4j.stages.retrieval import RetrievalSettings
+    from cpr_neo4j.stages.session import Session
 
 Item = tuple[str, list[str], str | None, str | None]  # masked, topics, text, question id
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field, field_validator
 
 MAX_QUESTION_CHARS = 1000
 MAX_BATCH = 100
+# Request bodies past this are refused unread (413): a full batch of the longest questions
+# with every option is ~0.15 MB, so 1 MiB refuses only what no valid request needs.
+MAX_BODY_BYTES = 1 << 20
 
 
 class AskRequest(BaseModel):
@@ -15,13 +20,34 @@ class AskRequest(BaseModel):
         examples=["which person directed the movies starred by [John Krasinski]"],
     )
     alpha: float = Field(0.1, gt=0, lt=1, description="Risk level: coverage >= 1 - alpha.")
-    entity: str | None = Field(None, description="Topic entity id or name (skips linking).")
+    entity: str | list[str] | None = Field(
+        None, description="Topic entity id or name (skips linking); a list for several topics."
+    )
     dataset: str | None = Field(None, description="Default: the most recently calibrated.")
     model: str | None = Field(None, description="Scoring model id (default: newest CPR).")
-    hops: int | None = Field(None, ge=1, le=10, description="Newest CPR model for N-hop.")
+    hops: int | None = Field(
+        None,
+        ge=1,
+        le=10,
+        description="Answer as an N-hop question (a calibration for N-hop questions); default: "
+        "the calibration for every hop count.",
+    )
     beam_width: int | None = Field(None, ge=1, description="Must equal the calibrated B.")
     active: int | None = Field(None, ge=1, description="Must equal the calibrated A.")
-    delta: float | None = Field(None, gt=0, lt=1, description="PAC guarantee level.")
+    delta: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="Guarantee for this calibration: with probability >= 1 - delta over the "
+        "calibration draw (PAC); 0: the marginal guarantee.",
+    )
+    risk: Literal["coverage", "fnr"] = Field(
+        "coverage",
+        description="coverage: a correct answer with prob. >= 1 - alpha; fnr: on average at "
+        "least 1 - alpha of the correct answers.",
+    )
+    allow_empty: bool = Field(False, description="The paper's sets, which may be empty.")
+    ungrouped: bool = Field(False, description="One threshold for every kind of question.")
     all_candidates: bool = Field(False, description="At an alpha the calibration cannot honour.")
     allow_stale: bool = Field(
         False, description="Answer with a calibration older than the graph (no guarantee)."
@@ -49,7 +75,8 @@ class AnswerOut(BaseModel):
     id: str
     name: str
     score: float = Field(
-        description="Path cost V(p): lower is more plausible; in the set iff <= tau."
+        description="The answer's score (lower is more plausible): in the set when within tau, "
+        "or when it is among the top-ranked answers."
     )
     path: str = Field(description="The best path, entity names and relation arrows.")
     path_entities: list[PathEntity]
@@ -61,13 +88,20 @@ class AskResponse(BaseModel):
     topics: list[PathEntity]
     alpha: float
     delta: float | None
-    tau: float | None = Field(description="Null when tau is +inf (every candidate is in the set).")
+    risk: str
+    tau: float | None = Field(
+        description="This question's threshold (its group's; lambda-hat with risk fnr); null "
+        "when +inf (every candidate is in the set)."
+    )
     tau_infinite: bool
+    group: int = Field(description="The question's group: the hop count of its best path.")
     n: int = Field(description="Calibration questions behind tau.")
     model_id: str
     calibration_id: str
     answers: list[AnswerOut]
-    best_outside: AnswerOut | None = Field(description="Top candidate when the set is empty.")
+    best_outside: AnswerOut | None = Field(
+        description="Top candidate when the set is empty (only with allow_empty)."
+    )
     guarantee: str | None = Field(description="What the set promises; null: no guarantee.")
     notes: list[str]
     ask_id: str = Field(description="Id of the (:Ask) node recorded in Neo4j.")

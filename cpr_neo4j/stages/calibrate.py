@@ -1,48 +1,47 @@
 """`cpr calibrate`: TreeG + scorer over the held-out calibration questions -> :Calibration.
 
-S(q) = min V' over candidate paths ending at a gold answer (+inf if none). The node keeps
-the sorted scores, so `cpr ask` can serve any alpha later without recalibrating.
+Per calibration question the node keeps what any later request needs (conformal/
+guarantee.py): its score S (the best gold answer's score, +inf if none is a candidate),
+its group (the hop count of its best answer's path), its gold answers' scores and |Y|. So
+`cpr ask` and `cpr serve` serve any alpha, delta, risk (coverage or answer recall) and
+grouping later without recalibrating. It also keeps a canary: a few questions' path costs,
+which a later session re-scores to prove it computes the same numbers.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
+import json
+import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import numpy as np
 
-from cpr_neo4j.conformal.threshold import (
-    centred,
-    conformal_threshold,
-    nonconformity,
-    smallest_alpha,
-    unattainable,
-)
+from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA, Calibrated, population_of, request
+from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
-from cpr_neo4j.graph.linking import link
+from cpr_neo4j.graph.linking import link, linker
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH, resolve_scope
+from cpr_neo4j.graph.subgraphs import SUBGRAPH, resolve_scope
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.hints import HintProvider
+from cpr_neo4j.stages import canary as canary_mod
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
+from cpr_neo4j.stages.scoring import answer_scores, columns, default_spec, fit_temperature
 from cpr_neo4j.text import mask_question
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
-# Answer costs minus this share of the question's best cost (conformal.threshold.centred):
-# chosen on inner dev splits (README, "Method").
-DEFAULT_CENTRE = 0.97
 # Topic entities of calibration questions: TEXT links the question text as `cpr ask` does
 # (its errors count as misses), GOLD takes the dataset's; AUTO picks TEXT when it finds
 # the gold topics for at least MIN_TEXT_LINKING of the questions.
 TEXT, GOLD, AUTO = "text", "gold", "auto"
 MIN_TEXT_LINKING = 0.5
+FIT_QUESTIONS = 200  # training questions a temperature is fitted on when the model has none
 
 
 @dataclass
@@ -50,16 +49,15 @@ class CalibrationResult:
     id: str
     model_id: str
     n: int
-    taus: dict[float, float]
     recall: float  # share of calibration questions with a gold answer among candidates
-    warnings: list[str]
-    alpha_min: float  # smallest alpha with a finite tau (recall and n decide it)
-    delta: float | None = None  # PAC taus were computed too (with probability 1 - delta)
-    pac_taus: dict[float, float] | None = None
-    pac_alpha_min: float | None = None
-    linking: str = GOLD  # how topic entities were found: TEXT (as `cpr ask` does) or GOLD
-    linking_accuracy: float = 1.0  # share of questions whose text links to the gold topics
-    scope: str = GRAPH  # retrieval inside each question's own subgraph (SUBGRAPH) or not
+    calibrated: Calibrated
+    delta: float | None
+    linking: str = GOLD
+    linking_accuracy: float = 1.0
+    scope: str = "graph"
+    spec: dict = field(default_factory=dict)
+    groups: dict[int, int] = field(default_factory=dict)  # group -> calibration questions
+    warnings: list[str] = field(default_factory=list)
 
 
 def resolve_model(
@@ -86,6 +84,21 @@ def resolve_model(
     return latest["id"]
 
 
+def score_spec(store: GraphStore, retriever: Retriever, meta: dict) -> tuple[dict, str]:
+    """The model's score family (its fitted temperature); a model trained before
+    temperatures existed gets one fitted here on its training questions, never on the
+    calibration share."""
+    if meta.get("temperature"):
+        return default_spec(meta["temperature"]), "fitted at training"
+    pool = qsel.load(
+        store, meta["dataset"], meta["split"], meta.get("hops_filter"), set(meta["training_ids"])
+    )
+    sample = random.Random(1).sample(pool, min(FIT_QUESTIONS, len(pool)))
+    found = [retriever.run(q.masked, q.topics, q.text, q.id) for q in sample]
+    t = fit_temperature(found, [set(q.answers) for q in sample])
+    return default_spec(t), f"fitted now on {len(sample)} training questions"
+
+
 def calibrate(
     store: GraphStore,
     dataset: str,
@@ -98,20 +111,19 @@ def calibrate(
     tick: Callable[[], None] = lambda: None,
     on_questions: Callable[[int], None] = lambda n: None,
     hops_filter: int | None = None,
-    delta: float | None = None,
-    centre: float = DEFAULT_CENTRE,
+    delta: float | None = DEFAULT_DELTA,
     linking: str = AUTO,
     scope: str | None = None,
 ) -> CalibrationResult:
     """scope: None takes the model's (else the dataset's default, graph/subgraphs.py)."""
     model_id = resolve_model(store, dataset, model_id, hops_filter)
-    config = read_config(model_id)
-    meta = config["meta"]
+    meta = read_config(model_id)["meta"]
     if meta.get("dataset") != dataset:
         raise CprError(f"model {model_id} was trained on {meta.get('dataset')!r}, not {dataset!r}")
     scorer = load_scorer(model_id)
     scope = resolve_scope(store, dataset, scope or meta.get("scope"))
     mode = hints.mode if hints and hint_beta else "none"
+    topic_answers = records.topic_answers(store, dataset)
     settings = RetrievalSettings(
         hops=meta["hops"],
         beam_width=beam_width,
@@ -120,45 +132,60 @@ def calibrate(
         hint_beta=hint_beta if mode != "none" else 0.0,
         hint_prompt=hints.prompt if hints and mode != "none" else "",
         scope=scope,
+        topic_answers=topic_answers,
     )
     ids = set(meta["calibration_ids"])
     cal = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"), ids)
     if not cal:
         raise CprError(f"model {model_id} lists no calibration questions present in {dataset!r}")
     graph = fingerprint.current(store, dataset)
-    linked = {q.id: link_text(store, dataset, q.text) for q in cal}
+    linked = {q.id: link_text(store, dataset, q.text, graph) for q in cal}
     accuracy = sum(set(linked[q.id][0]) == set(q.topics) for q in cal) / len(cal)
     # no `cpr ask` runs inside a question's own subgraph: AUTO takes the dataset's topics there
     mode = choose_linking(GOLD if scope == SUBGRAPH and linking == AUTO else linking, accuracy)
     inputs = {
         q.id: linked[q.id] if mode == TEXT else (q.topics, q.masked) for q in cal
     }  # (topic ids, masked text): what `cpr ask` would search from
-    on_questions(len(cal))
     # one neighbour cache across the calibration questions: they share hubs
     shared = CachedAdjacency(Neo4jNeighbours(store, dataset, settings.fanout_cap))
     retriever = Retriever(store, dataset, scorer, settings, hints, shared)
+    spec, spec_note = score_spec(store, retriever, meta)
+    on_questions(len(cal))
     scorer.questions([m for t, m in inputs.values() if t])  # one embedding batch
     retriever.prefetch([(m, t, qid) for qid, (t, m) in inputs.items()])  # hints: one batch
-    scores = []
-    for q in cal:
+    qidx, score, gold, groups, n_gold, canary = [], [], [], [], [], []
+    for i, q in enumerate(cal):
         topics, masked = inputs[q.id]
-        costs = retriever.run(masked, topics, q.text, q.id).answer_costs() if topics else {}
-        scores.append(nonconformity(centred(costs, centre), q.answers))
+        if topics:
+            found = retriever.run(masked, topics, q.text, q.id)
+            if len(canary) < canary_mod.QUESTIONS and found.candidates():
+                canary.append(canary_mod.entry(scorer, masked, found))
+            cols = columns(found, spec, topic_answers)
+            s = answer_scores(cols, spec)
+            answers = set(q.answers)
+            qidx.append(np.full(len(s), i))
+            score.append(s)
+            gold.append(np.fromiter(map(answers.__contains__, cols.ids), bool, len(s)))
+            groups.append(cols.group)
+        else:  # linking failed: a miss, in no group of its own
+            groups.append(0)
+        n_gold.append(len(set(q.answers)))
         tick()
-    scores_arr = np.sort(np.asarray(scores, dtype=float))
-    n, n_finite = len(scores_arr), int(np.isfinite(scores_arr).sum())
-    taus = {a: tau_for({"scores": scores_arr}, a) for a in alphas}
-    pac = {a: tau_for({"scores": scores_arr}, a, delta) for a in alphas} if delta else None
-    caught = [
-        why
-        for d in dict.fromkeys([None, delta])
-        for a in alphas
-        if (why := unattainable(n, n_finite, a, d))
-    ]
-    cid = calibration_id(model_id, dataset, settings, sorted(ids), centre, mode)
-    recall = n_finite / n
-    alpha_min = smallest_alpha(n, n_finite)
-    pac_alpha_min = smallest_alpha(n, n_finite, delta) if delta else None
+    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)  # noqa: E731
+    hop_counts = sorted({q.hops for q in cal if q.hops is not None})
+    node = {"n": len(cal), "dataset": dataset, "hop_counts": hop_counts}
+    calibrated = Calibrated.from_flat(
+        cat(qidx, np.int64),
+        cat(score, float),
+        cat(gold, bool),
+        np.array(n_gold),
+        np.array(groups),
+        population_of(node),
+    )
+    # the texts embedded here are what `cpr ask` meets: keep them for later processes
+    scorer.encoder.save(*scorer.embedded())
+    cid = calibration_id(model_id, dataset, settings, sorted(ids), spec, mode)
+    recall = float(np.isfinite(calibrated.scores).mean())
     records.save_calibration(
         store,
         cid,
@@ -168,19 +195,23 @@ def calibrate(
             "split": meta["split"],
             "model_id": model_id,
             "n": len(cal),
-            "scores": scores_arr.tolist(),
-            "alphas": list(alphas),
-            "taus": [taus[a] for a in alphas],
+            "hops_filter": meta.get("hops_filter") or records.ALL_HOPS,
+            "hop_counts": hop_counts,
+            "scores": np.sort(calibrated.scores).tolist(),
+            **calibrated.to_props(),
+            "score_family": json.dumps(spec, sort_keys=True),
+            "score_note": spec_note,
             "recall": recall,
-            "n_finite": n_finite,
-            "alpha_min": alpha_min,
             "delta": delta,
-            "pac_taus": [pac[a] for a in alphas] if pac else None,
-            "pac_alpha_min": pac_alpha_min,
-            "centre": centre,
+            "tolerance": TOLERANCE,
+            "canary": json.dumps(canary),
+            "backend": getattr(scorer, "backend", "numpy"),
+            "device": str(getattr(scorer, "device", "cpu")),
             "linking": mode,
+            "linker": linker(store, dataset, graph) if mode == TEXT else None,
             "linking_accuracy": accuracy,
             "scope": scope,
+            "topic_answers": topic_answers,
             "graph_fingerprint": graph,
             "settings": settings.key(),
             "hint_mode": settings.hint_mode,
@@ -195,27 +226,31 @@ def calibrate(
             "created": datetime.now(timezone.utc).isoformat(),
         },
     )
+    # group 0 holds the questions with no candidate at all (no answer is ever given there)
+    warnings = [n for n in calibrated.notes(request(0.5, delta)) if not n.startswith("groups [0]")]
+    counts = dict(zip(*np.unique(calibrated.groups, return_counts=True), strict=True))
     return CalibrationResult(
         cid,
         model_id,
-        n,
-        taus,
+        len(cal),
         recall,
-        caught,
-        alpha_min,
+        calibrated,
         delta,
-        pac,
-        pac_alpha_min,
         mode,
         accuracy,
         scope,
+        spec,
+        {int(g): int(c) for g, c in counts.items()},
+        warnings,
     )
 
 
-def link_text(store: GraphStore, dataset: str, text: str) -> tuple[list[str], str]:
+def link_text(
+    store: GraphStore, dataset: str, text: str, graph: str | None = None
+) -> tuple[list[str], str]:
     """(topic ids, masked question) as `cpr ask` finds them; ([], text) when linking fails."""
     try:
-        topics, _ = link(store, dataset, text)
+        topics, _ = link(store, dataset, text, graph=graph)
     except CprError:
         return [], text
     return [t["id"] for t in topics], mask_question(text, [t["name"] for t in topics])
@@ -227,22 +262,3 @@ def choose_linking(asked: str, accuracy: float) -> str:
     if asked != AUTO:
         return asked
     return TEXT if accuracy >= MIN_TEXT_LINKING else GOLD
-
-
-def tau_for(calibration: dict, alpha: float, delta: float | None = None) -> float:
-    """tau from the stored scores (any alpha and delta, no recalibration); +inf when
-    fewer than k scores are finite (`threshold.unattainable` says why)."""
-    scores = np.asarray(calibration["scores"], dtype=float)
-    if not 0 < alpha < 1:
-        raise CprError(f"alpha must be between 0 and 1, got {alpha}")
-    if delta is not None and not 0 < delta < 1:
-        raise CprError(f"delta must be between 0 and 1, got {delta}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return conformal_threshold(scores, alpha, delta) if len(scores) else math.inf
-
-
-def why_unattainable(calibration: dict, alpha: float, delta: float | None = None) -> str | None:
-    """The cause of tau = +inf for this calibration at alpha, or None when tau is finite."""
-    scores = np.asarray(calibration["scores"], dtype=float)
-    return unattainable(len(scores), int(np.isfinite(scores).sum()), alpha, delta)

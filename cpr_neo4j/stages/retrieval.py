@@ -43,6 +43,8 @@ class RetrievalSettings:
     candidates: str = "sequences retained at every hop 1..H"
     hint_prompt: str = ""  # the hint prompt's version ("" without hints)
     scope: str = GRAPH  # SUBGRAPH: each question inside its own subgraph (graph/subgraphs.py)
+    # the dataset's convention (records.topic_answers): a path may end back on its topic
+    topic_answers: bool = False
 
     def key(self) -> dict:
         key = asdict(self)
@@ -50,6 +52,8 @@ class RetrievalSettings:
             del key["hint_prompt"]  # calibration ids made before it existed stay the same
         if self.scope == GRAPH:
             del key["scope"]  # likewise
+        if not self.topic_answers:
+            del key["topic_answers"]  # likewise
         return key
 
 
@@ -197,6 +201,7 @@ class Retriever:
             s.active,
             hint_bonus=job.hint_bonus,
             hint_beta=job.hint_beta,
+            topic_answers=s.topic_answers,
         )
 
     def run_many(
@@ -211,7 +216,17 @@ class Retriever:
         jobs = [_or_error(self.job, masked, topics, qid) for masked, topics, _, qid in items]
         s = self.settings
         ok = [j for j in jobs if isinstance(j, Job)]
-        found = iter(retrieve_many(self.source, self.scorer, ok, s.hops, s.beam_width, s.active))
+        found = iter(
+            retrieve_many(
+                self.source,
+                self.scorer,
+                ok,
+                s.hops,
+                s.beam_width,
+                s.active,
+                topic_answers=s.topic_answers,
+            )
+        )
         return [next(found) if isinstance(j, Job) else j for j in jobs]
 
     def job(self, masked_question: str, topics: list[str], question: str | None = None) -> Job:
@@ -225,7 +240,7 @@ class Retriever:
             if chains:
                 bonus = hint_bonus(self.scorer, self.scorer.relation_text, chains)
         ctx = self.scorer.question(masked_question)
-        return Job(ctx, topics, bonus, s.hint_beta if bonus else 0.0)
+        return Job(ctx, topics, bonus, s.hint_beta if bonus else 0.0, s.topic_answers)
 
 
 def _or_error(fn: Callable[..., T], *args: Any) -> T | CprError:
@@ -240,11 +255,13 @@ def calibration_id(
     dataset: str,
     settings: RetrievalSettings,
     question_ids: list[str],
-    centre: float = 0.0,
+    score: dict | float = 0.0,
     linking: str = "gold",
 ) -> str:
+    """Content id of a calibration: model, dataset, retrieval settings, questions, score
+    family (a dict; a float is the old centring constant) and linking."""
     parts = [model_id, dataset, settings.key(), sorted(question_ids)]
-    extra = ([centre] if centre else []) + ([linking] if linking != "gold" else [])
+    extra = ([score] if score else []) + ([linking] if linking != "gold" else [])
     blob = json.dumps(parts + extra, sort_keys=True)  # older ids stay what they were
     return "cal-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -34,6 +34,7 @@ from cpr_neo4j.search.base import Step
 from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector, RelationPriors
 from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.stages.scoring import fit_temperature
 
 
 @dataclass
@@ -88,7 +89,9 @@ def wrong_candidates(r: Retrieval, answers: set[str], min_precision: float) -> l
     best = max(share.values(), default=0.0)
     out = []
     for c in sorted(r.candidates(), key=lambda c: (c.cost, c.path)):
-        wrong_ends = sorted(e for e in c.ends if e not in answers and e not in r.topics)
+        wrong_ends = sorted(
+            e for e in c.ends if e not in answers and (r.topic_answers or e not in r.topics)
+        )
         if wrong_ends and (share[c.path] == 0 or share[c.path] < min_precision * best):
             chain = r.chain(c, wrong_ends[0])
             out.append(EntityPath(chain[0], c.path, tuple(chain[1:])))
@@ -104,6 +107,7 @@ def collect(
     depth: int,
     tick: Callable[[], None],
     scope: str = GRAPH,
+    topic_answers: bool = False,
 ) -> tuple[list, dict]:
     # one neighbour cache across the training questions: they share hubs and topics, so
     # most rollouts read rows fetched for an earlier question (same rows, same pairs)
@@ -119,6 +123,7 @@ def collect(
         max_pairs=s.max_pairs,
         negatives=s.negatives,
         random_walks=s.random_negatives,
+        topic_answers=topic_answers,
     )
     pairs: list[PathPair] = []
     stats = {"rollouts": 0, "round_trips": 0, "gold_queries": 0, "rollout_successes": 0}
@@ -130,7 +135,10 @@ def collect(
         stats["gold_queries"] += 1
         pairs += collector.collect(q.topics, q.answers, q.masked, depth, gold, q.id)
         if s.retrieval_negatives and s.negatives == "puct":
-            found = retrieve(source, scorer, scorer.question(q.masked), q.topics, depth)
+            found = retrieve(
+                source, scorer, scorer.question(q.masked), q.topics, depth,
+                topic_answers=topic_answers,
+            )  # fmt: skip
             wrong = wrong_candidates(found, set(q.answers), collector.min_precision)
             pairs += collector.candidate_pairs(wrong, q.answers, q.id, q.masked)
         stats["rollouts"] += s.rollouts
@@ -138,6 +146,10 @@ def collect(
         stats["rollout_successes"] += collector.last_stats["rollout_successes"]
         tick()
     return pairs, stats
+
+
+def whole_source(store: GraphStore, s: TrainSettings) -> CachedAdjacency:
+    return CachedAdjacency(Neo4jNeighbours(store, s.dataset, s.fanout_cap))
 
 
 def train(
@@ -162,13 +174,14 @@ def train(
     on_questions(len(rest))
 
     scope = resolve_scope(store, s.dataset, s.scope)
+    topic_answers = records.topic_answers(store, s.dataset)
     relation_text = records.relation_text(store, s.dataset)
     encoder = TextEncoder(device=s.device)
     vsem = PathScorer(encoder, relation_text, device=s.device)
     priors = RelationPriors()
     t0 = time.perf_counter()
-    fit_pairs, fit_stats = collect(store, s, vsem, priors, fit, depth, tick, scope)
-    held_pairs, _ = collect(store, s, vsem, priors, held, depth, tick, scope)
+    fit_pairs, fit_stats = collect(store, s, vsem, priors, fit, depth, tick, scope, topic_answers)
+    held_pairs, _ = collect(store, s, vsem, priors, held, depth, tick, scope, topic_answers)
     collect_seconds = time.perf_counter() - t0
     if s.negatives == "puct":  # Abl.2 has no rollouts: its priors stay uniform, unsaved
         records.save_priors(store, s.dataset, priors.to_dict())
@@ -184,6 +197,14 @@ def train(
         anchor=s.anchor,
         progress=False,
     )
+    # the score family's temperature, fitted on the held-out training questions (never on
+    # calibration or inner dev questions): stages/scoring.py
+    t1 = time.perf_counter()
+    temperature = fit_temperature(
+        [retrieve(whole_source(store, s), scorer, scorer.question(q.masked), q.topics, depth,
+                  topic_answers=topic_answers) for q in held or fit[:200]],
+        [set(q.answers) for q in held or fit[:200]],
+    )  # fmt: skip
     figures = {
         "questions_train": len(fit),
         "questions_heldout": len(held),
@@ -197,6 +218,8 @@ def train(
         "questions_per_second": round((len(fit) + len(held)) / max(collect_seconds, 1e-9), 2),
         "round_trips_per_question": round(fit_stats["round_trips"] / max(len(fit), 1), 2),
         "train_seconds": report.seconds,
+        "temperature": temperature,
+        "temperature_seconds": round(time.perf_counter() - t1, 1),
         "epoch_losses": report.epoch_losses,
         "heldout_accuracy_vsem": pairwise_accuracy(scorer, held_pairs, use_net=False),
         "heldout_accuracy_rcvnet": pairwise_accuracy(scorer, held_pairs, use_net=True),
@@ -211,6 +234,8 @@ def train(
         "scope": scope,
         "settings": asdict(s),
         "figures": figures,
+        "temperature": temperature,
+        "topic_answers": topic_answers,
         "priors": priors.to_dict(),
         "calibration_ids": sorted(q.id for q in cal),
         "inner_dev_ids": sorted(q.id for q in inner_dev),

@@ -4,8 +4,10 @@ A worker is a fork of the prepared parent (scorers loaded, question embeddings a
 memory), so nothing is pickled on the way in and only the job's result (numbers) comes
 back. The parent runs share 0 itself, keeping what that share warmed (e.g. its neighbour
 cache) for whatever it does next; shares 1..N-1 run in forked processes, which must open
-their own Neo4j driver (a forked socket is the parent's connection). Torch runs one
-thread per process while the shares run: N processes on N cores, not N x N threads.
+their own Neo4j driver (a forked socket is the parent's connection) and their own ONNX
+Runtime session (the encoder reopens it in a new process). Every process runs one thread
+per operation while the shares run (model.threads: ONNX Runtime, BLAS, and torch if it is
+loaded): N processes on N cores, not N x N threads.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.model import threads
 
 T = TypeVar("T")
 Tick = Callable[[str], None]  # tick(key): one item of `key` done
@@ -30,20 +34,19 @@ _TICKS: Any = None  # multiprocessing queue of the workers' ticks
 
 def default_workers() -> int:
     """One per core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    return threads.cores()
 
 
 def can_fork() -> bool:
     """Forking needs the 'fork' start method and no CUDA context (a forked child cannot
-    use its parent's; on a GPU the scoring is not what a second core would speed up)."""
+    use its parent's; on a GPU the scoring is not what a second core would speed up).
+    torch is asked only when something already loaded it."""
     if "fork" not in mp.get_all_start_methods():
         return False
-    import torch
+    from cpr_neo4j.model.embedder import cuda_opened
 
-    return not torch.cuda.is_initialized()
+    torch = sys.modules.get("torch")
+    return not cuda_opened() and not (torch is not None and torch.cuda.is_initialized())
 
 
 def run_shares(job: Job[T], workers: int, tick: Tick) -> list[T]:
@@ -52,16 +55,12 @@ def run_shares(job: Job[T], workers: int, tick: Tick) -> list[T]:
     n = workers if workers > 1 and can_fork() else 1
     if n == 1:
         return [job(0, 1, tick)]
-    import torch
-
     global _JOB, _TICKS
-    threads = torch.get_num_threads()
     ctx = mp.get_context("fork")
     _JOB, _TICKS = job, ctx.Queue()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # no fork warning from tokenizers
-    torch.set_num_threads(1)
     try:
-        with ProcessPoolExecutor(n - 1, mp_context=ctx) as pool:
+        with threads.limited(1), ProcessPoolExecutor(n - 1, mp_context=ctx) as pool:
             futures = [pool.submit(_child, k, n) for k in range(1, n)]
             mine = job(0, n, lambda key: (tick(key), _drain(tick, 0)))
             while not all(f.done() for f in futures):
@@ -70,7 +69,6 @@ def run_shares(job: Job[T], workers: int, tick: Tick) -> list[T]:
         _drain(tick, 0)  # the last ticks, flushed as the workers exited
         return results
     finally:
-        torch.set_num_threads(threads)
         _JOB, _TICKS = None, None
 
 
@@ -108,8 +106,6 @@ def _drain(tick: Tick, timeout: float) -> None:
 
 
 def _child(share: int, shares: int) -> Any:
-    import torch
-
-    torch.set_num_threads(1)
+    threads.set_threads(1)
     assert _JOB is not None  # set by run_shares before the fork
     return _JOB(share, shares, _TICKS.put)

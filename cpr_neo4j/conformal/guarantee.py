@@ -1,0 +1,321 @@
+"""The guarantee's rules, in one place: calibrate, ask, serve and eval all come here.
+
+A `Calibrated` holds what one calibration measured (per question: its score S, its group,
+its gold answers' scores and |Y|) and decides, for a `Request`:
+- the threshold: coverage mode takes the k-th smallest S (plain, or the PAC rank with
+  delta); FNR mode takes conformal risk control's lambda-hat (conformal/risk.py);
+  group-conditional (the default) reads both from the calibration questions of the test
+  question's own group, with small groups pooled (conformal/mondrian.py); the group is the
+  hop count of the best answer's path, and questions with no candidate join the largest;
+- whether alpha is attainable at all (tau = +inf: recall or n too small), and why not;
+- the cut: scores within the tolerance of the threshold (an enlargement only, for scores
+  recomputed in another process), plus the top-ranked level unless empty sets are allowed;
+- the sentence printed with the set, naming the population it holds for.
+Which calibration serves a question (every hop count unless --hops) is `serving`.
+
+Every score is a fixed function of the question and its candidates (conformal/scores.py),
+and a group is a function of the candidates only (the length of the best answer's path),
+so exchangeable questions are all the guarantee needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
+from cpr_neo4j.conformal.risk import GroupedFnr
+from cpr_neo4j.conformal.threshold import TOLERANCE, cut, percent
+from cpr_neo4j.errors import BadInput, CprError
+
+COVERAGE, FNR = "coverage", "fnr"
+# Calibration-conditional by default: one user has one calibration (README, "Method": the
+# inner dev figures behind this choice).
+DEFAULT_DELTA = 0.05
+ALL_HOPS = 0  # a model's hops_filter when it was trained on every hop count
+
+
+@dataclass(frozen=True)
+class Request:
+    alpha: float
+    delta: float | None = DEFAULT_DELTA  # None: the marginal guarantee
+    risk: str = COVERAGE
+    allow_empty: bool = False
+    grouped: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise BadInput(f"alpha must lie strictly between 0 and 1, got {self.alpha}")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise BadInput(f"delta must lie strictly between 0 and 1, got {self.delta}")
+        if self.risk not in (COVERAGE, FNR):
+            raise BadInput(f"risk must be {COVERAGE} or {FNR}, got {self.risk!r}")
+
+    @property
+    def pac(self) -> float | None:
+        """The delta the threshold uses: risk control bounds an expectation, never PAC."""
+        return self.delta if self.risk == COVERAGE else None
+
+
+def request(
+    alpha: float,
+    delta: float | None = DEFAULT_DELTA,
+    risk: str = COVERAGE,
+    allow_empty: bool = False,
+    grouped: bool = True,
+) -> Request:
+    """A Request from CLI/HTTP values: delta 0 means the marginal guarantee."""
+    return Request(alpha, delta or None, risk, allow_empty, grouped)
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float  # tau (coverage) or lambda-hat (FNR); +inf when unattainable
+    why: str | None  # why alpha cannot be honoured, None when it can
+    group: int  # the test question's group (0 when not group-conditional)
+    pool: str  # which calibration questions the threshold came from
+    n: int  # how many
+
+    @property
+    def attainable(self) -> bool:
+        return self.why is None
+
+
+class Calibrated:
+    """Thresholds and sentences from one calibration's per-question measurements."""
+
+    def __init__(
+        self,
+        scores: Sequence[float],
+        groups: Sequence[int],
+        fnr: Mapping[str, Sequence],
+        population: Mapping[str, Any],
+        min_group: int = MIN_GROUP,
+    ):
+        self.scores = np.asarray(scores, dtype=float)
+        # A question with no candidate at all (group 0: nothing to rank, never covered) joins
+        # the largest group, the hardest kind of question: every question is then in a group
+        # whose guarantee counts its misses, so coverage holds overall as well as per group.
+        raw = np.asarray(groups, dtype=np.int64)
+        self.top = int(raw.max()) if raw.size and raw.max() > 0 else 0
+        self.groups = self.label(raw)
+        self.n = len(self.scores)
+        if len(self.groups) != self.n:
+            raise BadInput("one group per calibration question")
+        self.population = dict(population)
+        self.min_group = min_group
+        self._fnr_in = {k: np.asarray(v) for k, v in fnr.items()}
+        self._cache: dict[tuple, Any] = {}
+
+    # ---- construction --------------------------------------------------------------
+
+    @classmethod
+    def from_flat(
+        cls,
+        qidx: np.ndarray,
+        score: np.ndarray,
+        gold: np.ndarray,
+        n_gold: np.ndarray,
+        groups: np.ndarray,
+        population: Mapping[str, Any],
+    ) -> Calibrated:
+        """From calibration questions' flat candidate table (conformal/table.py layout)."""
+        n = len(n_gold)
+        best = np.full(n, np.inf)
+        g = np.asarray(gold, dtype=bool)
+        np.minimum.at(best, np.asarray(qidx)[g], np.asarray(score)[g])
+        fnr = {"qidx": np.asarray(qidx)[g], "score": np.asarray(score)[g], "n_gold": n_gold}
+        return cls(best, groups, fnr, population)
+
+    def to_props(self) -> dict[str, Any]:
+        """What a (:Calibration) node stores to rebuild this (lists of numbers only)."""
+        return {
+            "q_scores": self.scores.tolist(),
+            "q_groups": self.groups.tolist(),
+            "fnr_qidx": self._fnr_in["qidx"].astype(int).tolist(),
+            "fnr_scores": self._fnr_in["score"].astype(float).tolist(),
+            "q_n_gold": self._fnr_in["n_gold"].astype(int).tolist(),
+        }
+
+    @classmethod
+    def from_node(cls, node: Mapping[str, Any]) -> Calibrated:
+        """From a stored calibration. One made before groups existed serves ungrouped."""
+        if "q_scores" not in node:
+            raise CprError(
+                f"calibration {node.get('id')} predates group-conditional and answer-recall "
+                f"calibration: run `cpr calibrate {node.get('dataset', 'DATASET')}` again"
+            )
+        fnr = {
+            "qidx": node.get("fnr_qidx") or [],
+            "score": node.get("fnr_scores") or [],
+            "n_gold": node.get("q_n_gold") or [],
+        }
+        return cls(node["q_scores"], node["q_groups"], fnr, population_of(node))
+
+    # ---- thresholds ------------------------------------------------------------------
+
+    def label(self, groups) -> np.ndarray:
+        """Group labels as thresholds read them: 0 (no candidates) is the largest group."""
+        g = np.asarray(groups, dtype=np.int64)
+        return np.where(g == 0, self.top, g) if self.top else g
+
+    def _labels(self, grouped: bool) -> np.ndarray:
+        return self.groups if grouped else np.zeros(self.n, dtype=np.int64)
+
+    def _mondrian(self, grouped: bool) -> Mondrian:
+        key = ("m", grouped)
+        if key not in self._cache:
+            self._cache[key] = Mondrian.from_scores(
+                self.scores, self._labels(grouped), self.min_group
+            )
+        return self._cache[key]
+
+    def _fnr(self, grouped: bool) -> GroupedFnr:
+        key = ("f", grouped)
+        if key not in self._cache:
+            f = self._fnr_in
+            if not len(f["n_gold"]):
+                raise CprError("this calibration stored no answer-recall curve: recalibrate")
+            self._cache[key] = GroupedFnr.from_flat(
+                f["qidx"].astype(np.int64),
+                f["score"].astype(float),
+                np.ones(len(f["score"]), dtype=bool),
+                f["n_gold"].astype(np.int64),
+                self._labels(grouped),
+                self.min_group,
+            )
+        return self._cache[key]
+
+    def threshold(self, req: Request, group: int = 0) -> Threshold:
+        """The threshold for a question of `group` (ignored unless req.grouped)."""
+        g = int(self.label(group)) if req.grouped else 0
+        if req.risk == FNR:
+            f = self._fnr(req.grouped)
+            pool = f.pool_of(g)
+            return Threshold(
+                f.lam(req.alpha, g), f.unattainable(req.alpha, g), g, pool, f.curve(g).n
+            )
+        m = self._mondrian(req.grouped)
+        pool = m.pool_of(g)
+        return Threshold(
+            m.tau(req.alpha, req.pac, g),
+            m.unattainable(req.alpha, req.pac, g),
+            g,
+            pool,
+            m.pool(pool)[1],
+        )
+
+    def thresholds(self, req: Request, groups: np.ndarray) -> np.ndarray:
+        """One threshold per question from its group (evaluation: many questions)."""
+        g = self.label(groups) if req.grouped else np.zeros(len(groups), int)
+        uniq, inv = np.unique(g, return_inverse=True)
+        return np.array([self.threshold(req, int(u)).value for u in uniq])[inv]
+
+    def notes(self, req: Request) -> list[str]:
+        """Fallbacks in use (small groups pooled), for reports."""
+        return self._mondrian(req.grouped).notes() if req.grouped else []
+
+    # ---- sentences -------------------------------------------------------------------
+
+    def sentence(self, req: Request, th: Threshold) -> str:
+        """What the set made with `th` promises, and for whom."""
+        who = self.describe_population(req, th)
+        if req.risk == FNR:
+            return (
+                f"on average at least {percent(1 - req.alpha)} of the correct answers are in "
+                f"sets made this way, for questions like {who}"
+            )
+        if req.pac is None:
+            return (
+                f"for questions like {who}, a set made this way contains a correct answer "
+                f"with probability at least {percent(1 - req.alpha)} (on average over "
+                "calibration draws; --delta gives a guarantee for this calibration)"
+            )
+        return (
+            f"with probability at least {percent(1 - req.pac)} over the calibration draw, "
+            f"sets made with this calibration contain a correct answer for at least "
+            f"{percent(1 - req.alpha)} of questions like {who}"
+        )
+
+    def describe_population(self, req: Request, th: Threshold) -> str:
+        p = self.population
+        base = f"the {p.get('n', self.n):,} calibration questions of {p.get('dataset', '?')}"
+        hops = p.get("hops_label")
+        if hops:
+            base += f" ({hops})"
+        if not req.grouped:
+            return base
+        if th.pool.startswith("g"):
+            return (
+                f"{base} whose best candidate path has {th.group} hop(s), as this one's does "
+                f"({th.n:,} of them)"
+            )
+        return f"{base} in the small groups pooled with this one's ({th.n:,} of them)"
+
+
+def population_of(node: Mapping[str, Any]) -> dict[str, Any]:
+    hops = sorted(int(h) for h in node.get("hop_counts") or [])
+    label = None
+    if hops:
+        label = f"{hops[0]}-hop" if len(hops) == 1 else f"{hops[0]}-{hops[-1]} hops"
+    return {"n": int(node.get("n", 0)), "dataset": node.get("dataset"), "hops_label": label}
+
+
+def cut_set(score: np.ndarray, th: Threshold, req: Request, eps: float = TOLERANCE) -> np.ndarray:
+    """The answer mask of one question: within the threshold (tolerance included), plus its
+    top level unless empty sets were asked for. +inf (an unattainable alpha answered with
+    --all-candidates) keeps every candidate."""
+    return cut(score, th.value, eps, nonempty=not req.allow_empty)
+
+
+def serving(
+    read: Callable[[int | None], dict | None],
+    dataset: str,
+    hops: int | None,
+    model_id: str | None = None,
+) -> dict:
+    """The calibration that serves a question: `read(hops_filter)` returns the newest one
+    of that filter (None: any). Without --hops (and without a pinned model) only a
+    calibration for every hop count will do: a fixed-hop one promises nothing for a
+    question whose hop count nobody knows."""
+    if model_id is not None:
+        cal = read(None)
+        if cal is None:
+            raise CprError(f"model {model_id} has no calibration on {dataset!r}: run `cpr "
+                           f"calibrate {dataset} --model {model_id}`")  # fmt: skip
+        return cal
+    if hops is not None:
+        cal = read(hops)
+        if cal is None:
+            raise CprError(
+                f"dataset {dataset!r} has no calibration for {hops}-hop questions: run "
+                f"`cpr train {dataset} --hops {hops}` and `cpr calibrate {dataset} --hops {hops}`"
+            )
+        return cal
+    cal = read(ALL_HOPS)
+    if cal is not None:
+        return cal
+    fixed = read(None)
+    if fixed is None:
+        raise CprError(
+            f"dataset {dataset!r} has no calibration: run `cpr train {dataset}` then "
+            f"`cpr calibrate {dataset}`"
+        )
+    h = fixed.get("hops_filter") or fixed.get("hops")
+    raise CprError(
+        f"dataset {dataset!r} is calibrated only for {h}-hop questions, which guarantees "
+        f"nothing for a question of unknown hop count: run `cpr train {dataset}` and `cpr "
+        f"calibrate {dataset}` (every hop count), or pass --hops {h} if your question has {h}"
+    )
+
+
+def with_delta(req: Request, delta: float | None) -> Request:
+    return replace(req, delta=delta or None)
+
+
+def finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None

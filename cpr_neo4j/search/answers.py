@@ -1,0 +1,147 @@
+"""Per-answer columns of one TreeG retrieval: what every score family reads.
+
+A retrieval holds candidate relation *sequences*, each with the set of entities it
+reaches. An answer is one entity; for it we keep
+- cost: the min cost over the sequences reaching it (the paper's per-answer cost),
+- length: the hop count of that best sequence (ties: the shortest), which gives the
+  question's group (the best answer's length) for group-conditional calibration,
+- surprisal: -log of the softmax mass, over the question's candidate sequences at
+  temperature T, of the sequences that reach it. If exactly one sequence is the right
+  relation path, that mass is the model's probability that this entity is an end of it,
+  i.e. a correct answer: an entity reached by several good sequences is likelier than one
+  reached by one. Kept as -log (log-sum-exp per answer), because far from the best
+  sequence the mass underflows and 1 - mass would tie thousands of answers at 1.0.
+
+Every column is a function of the question's own candidates, so scores built from them
+keep the conformal guarantee. Topics are dropped unless the retrieval keeps them as
+answers (a dataset setting, see search/frontier.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AnswerColumns:
+    ids: list[str]  # answer entity ids, sorted by (cost, id): position = rank with id ties
+    cost: np.ndarray  # float64, ascending
+    length: np.ndarray  # int8, hop count of the best sequence
+    surprisal: np.ndarray  # float64 >= 0: -log P(answer); zeros when no temperature given
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def group(self) -> int:
+        """The question's group: the length of its best answer's best sequence (0: none)."""
+        return int(self.length[0]) if len(self.length) else 0
+
+
+def _softmax(costs: np.ndarray, temperature: float) -> np.ndarray:
+    z = -(costs - costs.min()) / temperature
+    e = np.exp(z)
+    return e / e.sum()
+
+
+def _log_softmax(costs: np.ndarray, temperature: float) -> np.ndarray:
+    z = -(costs - costs.min()) / temperature
+    return z - np.log(np.exp(z).sum())
+
+
+def answer_columns(
+    retrieval: Any, temperature: float | None = None, topics_are_answers: bool = False
+) -> AnswerColumns:
+    """The answers of a treeg.Retrieval (duck-typed) as columns, ranked by (cost, id)."""
+    cands = [c for c in retrieval.candidates() if len(c.ends)]
+    if not cands:
+        empty = np.zeros(0)
+        return AnswerColumns([], empty, np.zeros(0, dtype=np.int8), empty)
+    seq_cost = np.array([c.cost for c in cands], dtype=float)
+    sizes = [len(c.ends) for c in cands]
+    ends = [_end_keys(c.ends) for c in cands]
+    keys = np.concatenate(ends)
+    costs = np.repeat(seq_cost, sizes)
+    lengths = np.repeat(np.array([len(c.path) for c in cands], dtype=np.int8), sizes)
+    finite = np.isfinite(seq_cost)
+    logp = np.full(len(cands), -np.inf)
+    if temperature and finite.any():
+        logp[finite] = _log_softmax(seq_cost[finite], temperature)
+    elif not temperature:
+        logp[:] = 0.0  # no temperature: surprisal stays 0 (unused)
+    logw = np.repeat(logp, sizes)
+    # per key: min cost, the length of the min-cost sequence (shortest on ties), and the
+    # log of the summed mass (log-sum-exp around the key's largest term)
+    order = np.lexsort((lengths, costs, keys))
+    keys, costs, lengths, logw = keys[order], costs[order], lengths[order], logw[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(first)
+    seg = np.cumsum(first) - 1
+    top = np.maximum.reduceat(logw, starts) if len(starts) else np.zeros(0)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    summed = np.add.reduceat(np.exp(logw - safe[seg]), starts) if len(starts) else top
+    with np.errstate(divide="ignore"):
+        surprisal = np.where(np.isfinite(top), -(safe + np.log(summed)), np.inf)
+    surprisal = np.maximum(surprisal, 0.0) if temperature else np.zeros(len(starts))
+    ukeys, ucost, ulen = keys[first], costs[first], lengths[first]
+    ids = _names(retrieval, cands, ukeys)
+    keep = np.ones(len(ids), dtype=bool)
+    if not topics_are_answers:
+        topics = set(retrieval.topics)
+        keep = np.fromiter((i not in topics for i in ids), bool, len(ids))
+    ids = [i for i, k in zip(ids, keep.tolist(), strict=True) if k]
+    ucost, ulen, surprisal = ucost[keep], ulen[keep], surprisal[keep]
+    rank = sorted(range(len(ids)), key=lambda i: (ucost[i], ids[i]))
+    return AnswerColumns([ids[i] for i in rank], ucost[rank], ulen[rank], surprisal[rank])
+
+
+def _end_keys(ends: Any) -> np.ndarray:
+    """Node ids for column ends (treeg.Ends); for dict ends, a code per entity id."""
+    nodes = getattr(ends, "nodes", None)
+    if nodes is not None:
+        return np.asarray(nodes, dtype=np.int64)
+    return np.array([_code(e) for e in ends], dtype=np.int64)
+
+
+_CODES: dict[str, int] = {}
+_IDS: list[str] = []
+
+
+def _code(entity: str) -> int:
+    """A process-wide code per entity id (dict ends only: in-memory graphs in tests)."""
+    if entity not in _CODES:
+        _CODES[entity] = len(_IDS)
+        _IDS.append(entity)
+    return -1 - _CODES[entity]  # negative: never a Neo4j node id
+
+
+def _names(retrieval: Any, cands: list, keys: np.ndarray) -> list[str]:
+    names = getattr(cands[0].ends, "names", None)
+    out = []
+    for k in keys.tolist():
+        out.append(_IDS[-1 - k] if k < 0 else names[k])
+    return out
+
+
+def sequence_hits(retrieval: Any, gold: set[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(cost, reaches a gold answer) per finite candidate sequence: what a temperature is
+    fitted on (training questions), computed once per question."""
+    cands = [c for c in retrieval.candidates() if len(c.ends) and math.isfinite(c.cost)]
+    cost = np.array([c.cost for c in cands], dtype=float)
+    hit = np.array([not gold.isdisjoint(c.ends) for c in cands], dtype=bool)
+    return cost, hit
+
+
+def sequence_nll(cost: np.ndarray, hit: np.ndarray, temperature: float) -> float:
+    """-log of the softmax mass of the sequences that reach a gold answer (inf when none
+    does): the loss a temperature is fitted by."""
+    if not hit.any():
+        return math.inf
+    logp = _log_softmax(cost, temperature)
+    top = logp[hit].max()
+    return float(-(top + math.log(np.exp(logp[hit] - top).sum())))

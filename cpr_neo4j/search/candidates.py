@@ -1,0 +1,193 @@
+"""What a TreeG retrieval returns: candidate relation sequences with the entities they reach.
+
+A Candidate is one retained sequence, its cost V' and its ends (end entity -> predecessor);
+a Retrieval holds every hop's candidates and reads answers off them: an answer's cost is
+the min cost over the candidates ending there (answer_costs / answer_columns), and its
+witness is the best such candidate's recorded entity path.
+
+Topics as answers: a Retrieval made with `topic_answers` (a dataset convention, see
+search/frontier.py) keeps a topic end (a cycle X -> ... -> X) as an answer; otherwise
+topics never appear among its answers, as on MetaQA, whose gold lists exclude them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cpr_neo4j.search.base import RelPath
+
+
+class Ends(Mapping[str, "str | None"]):
+    """A candidate's end entity -> predecessor, kept as node columns and named on first use:
+    most of a retrieval's candidates are never read entity by entity (answer costs and
+    witnesses use the columns), and naming them all was a fifth of a 3-hop retrieval."""
+
+    __slots__ = ("nodes", "preds", "names", "_named")
+
+    def __init__(self, nodes: np.ndarray, preds: np.ndarray, names: Mapping[int, str]):
+        self.nodes, self.preds, self.names = nodes, preds, names
+        self._named: dict[str, str | None] | None = None
+
+    def _dict(self) -> dict[str, str | None]:
+        if self._named is None:
+            names = self.names
+            try:  # in id order, as the string-set version built them
+                pairs = sorted(
+                    (names[v], names[p])
+                    for v, p in zip(self.nodes.tolist(), self.preds.tolist(), strict=True)
+                )
+            except KeyError as exc:  # a node vanished between two hops' round trips
+                raise RuntimeError(f"the graph changed during retrieval (node {exc})") from exc
+            self._named = dict(pairs)
+        return self._named
+
+    def __getitem__(self, entity: str) -> str | None:
+        return self._dict()[entity]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def pred_node(self, node: int) -> int:
+        return int(self.preds[np.flatnonzero(self.nodes == node)[0]])
+
+
+@dataclass(frozen=True)
+class Candidate:
+    path: RelPath
+    cost: float  # V' = V - hint_beta * bonus; the number calibration and answer sets use
+    ends: Mapping[str, str | None]  # end entity -> its predecessor (None only at hop 0)
+
+
+@dataclass
+class Retrieval:
+    topics: list[str]
+    per_hop: list[list[Candidate]]  # per_hop[t - 1]: sequences retained at hop t, best first
+    round_trips: int
+    topic_answers: bool = False  # a topic end (a cycle back to it) counts as an answer
+    _index: dict[RelPath, Candidate] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _node_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def candidates(self) -> list[Candidate]:
+        return [c for hop in self.per_hop for c in hop]
+
+    def answer_costs(self) -> dict[str, float]:
+        """Entity -> min cost over candidates ending there (topics only with topic_answers)."""
+        cands = self.candidates()
+        if cands and all(isinstance(c.ends, Ends) for c in cands):
+            return self._answer_costs_by_node(cands)
+        best: dict[str, float] = {}
+        topics = self._banned()
+        for c in cands:
+            for e in c.ends:
+                if e not in topics and c.cost < best.get(e, math.inf):
+                    best[e] = c.cost
+        return best
+
+    def _answer_costs_by_node(self, cands: list[Candidate]) -> dict[str, float]:
+        """answer_costs over node columns; keeps the end nodes' names for `witness`."""
+        nodes, costs = _best_by_node(cands)
+        names = cands[0].ends.names  # type: ignore[attr-defined]
+        topics = self._banned()
+        best: dict[str, float] = {}
+        for n, c in zip(nodes.tolist(), costs.tolist(), strict=True):
+            name = names[n]
+            self._node_of[name] = n
+            if name not in topics:
+                best[name] = c
+        return best
+
+    def answer_columns(self) -> tuple[list[str], np.ndarray]:
+        """answer_costs as (entity ids, costs) columns, for callers that only need numbers
+        (`cpr eval`: a 3-hop question has thousands of answers; a dict costs more)."""
+        cands = self.candidates()
+        if not (cands and all(isinstance(c.ends, Ends) for c in cands)):
+            best = self.answer_costs()
+            return list(best), np.fromiter(best.values(), float, len(best))
+        nodes, costs = _best_by_node(cands)
+        ids = _name_all(cands[0].ends.names, nodes.tolist())  # type: ignore[attr-defined]
+        topics = self._banned()
+        keep = ~np.fromiter(map(topics.__contains__, ids), bool, len(ids))
+        if keep.all():
+            return ids, costs
+        return [i for i, k in zip(ids, keep.tolist(), strict=True) if k], costs[keep]
+
+    def _banned(self) -> set[str]:
+        """Entities never answers: the topics, unless a cycle back to one may answer.
+
+        Search never ends a path on a topic with the setting off, so this only guards
+        candidates built by hand (tests, older callers)."""
+        return set() if self.topic_answers else set(self.topics)
+
+    def ranked_answers(self) -> list[tuple[str, float]]:
+        """(entity, cost) by cost, ties by entity id; the first is the Hits@1 answer."""
+        return sorted(self.answer_costs().items(), key=lambda kv: (kv[1], kv[0]))
+
+    def prefix_costs(self) -> list[dict[RelPath, float]]:
+        """Per hop, cost of each retained sequence (what hop-level calibration thresholds)."""
+        return [{c.path: c.cost for c in hop} for hop in self.per_hop]
+
+    def witness(self, entity: str) -> tuple[RelPath, list[str], float]:
+        """Best candidate reaching `entity`: (relation path, entity ids e0..eL, cost)."""
+        cands = self.candidates()
+        node = self._node_of.get(entity) if cands and isinstance(cands[0].ends, Ends) else None
+        if node is not None:
+            reaching = [c for c in cands if (c.ends.nodes == node).any()]  # type: ignore[attr-defined]
+        else:
+            reaching = [c for c in cands if entity in c.ends]
+        if not reaching:
+            raise KeyError(f"entity {entity!r} is not reached by any candidate path")
+        best = min(reaching, key=lambda c: (c.cost, len(c.path), c.path))
+        return best.path, self.chain(best, entity), best.cost
+
+    def chain(self, candidate: Candidate, entity: str) -> list[str]:
+        """Entity ids e0..eL of `candidate`'s recorded path to `entity` (one of its ends)."""
+        if not self._index:
+            self._index.update((c.path, c) for c in self.candidates())
+        node = self._node_of.get(entity)
+        if node is not None and isinstance(candidate.ends, Ends):
+            nodes = [node]
+            for t in range(len(candidate.path), 0, -1):
+                nodes.append(self._index[candidate.path[:t]].ends.pred_node(nodes[-1]))  # type: ignore[attr-defined]
+            return [candidate.ends.names[n] for n in reversed(nodes)]
+        chain = [entity]
+        for t in range(len(candidate.path), 0, -1):  # walk predecessors back to the topic
+            pred = self._index[candidate.path[:t]].ends[chain[-1]]
+            assert pred is not None  # only hop-0 entities (topics) lack a predecessor
+            chain.append(pred)
+        return chain[::-1]
+
+
+def _name_all(names: Mapping[int, str], nodes: list[int]) -> list[str]:
+    """names[n] for every node, map by map at C speed (a ChainMap looks up in Python; with
+    a shared cache its first map names them all)."""
+    maps = names.maps if isinstance(names, ChainMap) else [names]
+    out = list(map(maps[0].get, nodes))
+    for m in maps[1:]:
+        if None not in out:
+            break
+        out = [o if o is not None else m.get(n) for o, n in zip(out, nodes, strict=True)]
+    if None in out:  # a node vanished between two hops' round trips
+        raise RuntimeError(f"the graph changed during retrieval (node {nodes[out.index(None)]})")
+    return out  # type: ignore[return-value]
+
+
+def _best_by_node(cands: list[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+    """(end node, min cost over the candidates ending there), by node id."""
+    ends = [c.ends for c in cands]
+    nodes = np.concatenate([e.nodes for e in ends])  # type: ignore[attr-defined]
+    costs = np.repeat([c.cost for c in cands], [len(e) for e in ends])
+    order = np.lexsort((costs, nodes))
+    nodes, costs = nodes[order], costs[order]
+    first = np.ones(len(nodes), dtype=bool)
+    first[1:] = nodes[1:] != nodes[:-1]
+    return nodes[first], costs[first]

@@ -1,0 +1,182 @@
+"""What every question of one `cpr ask` / `cpr serve` request shares: the calibration that
+serves it (conformal/guarantee.py decides which), the request's guarantee, the retriever
+with its loaded scorer, and the checks that must pass before any answer is given:
+settings, scope, graph fingerprint, entity linking and the scorer canary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cpr_neo4j.conformal.guarantee import (
+    DEFAULT_DELTA,
+    Calibrated,
+    Request,
+    request,
+    serving,
+)
+from cpr_neo4j.errors import Conflict, CprError, StaleCalibration
+from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph.fingerprint import stale_reason
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.model.store import scorer_for
+from cpr_neo4j.search.hints import HintProvider
+from cpr_neo4j.stages import canary
+from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
+
+GOLD, TEXT = "gold", "text"  # as stages.calibrate (not imported: it pulls in training)
+PINNED = (
+    "hops",
+    "beam_width",
+    "active",
+    "fanout_cap",
+    "hint_mode",
+    "hint_beta",
+    "hint_prompt",
+    "topic_answers",
+)
+
+
+@dataclass
+class Session:
+    store: GraphStore
+    dataset: str
+    cal: dict
+    calibrated: Calibrated
+    request: Request
+    spec: dict  # the calibration's score family
+    retriever: Retriever
+    no_guarantee: str | None  # a STALE note when no guarantee holds
+    all_candidates: bool = False  # an unattainable alpha answers with every candidate
+    # Writes an :Ask record; `cpr serve` passes one that commits concurrent asks together.
+    save: Callable[[dict], None] | None = None
+    graph: str = ""  # the dataset's fingerprint when the session opened
+
+
+_CALIBRATED: dict[str, Calibrated] = {}  # by "id@created": rebuilt once per process
+_CANARY_OK: set[tuple[str, int]] = set()  # (calibration key, id(scorer)) already checked
+
+
+def pick_dataset(store: GraphStore, dataset: str | None, model_id: str | None = None) -> str:
+    """The named dataset, else the newest calibrated one (of `model_id`, when named)."""
+    found = dataset or records.default_dataset(store, model_id)
+    if not found:
+        raise CprError("no calibration yet: run `cpr train DATASET` then `cpr calibrate DATASET`")
+    return found
+
+
+def find_calibration(
+    store: GraphStore, dataset: str, model_id: str | None, hops: int | None
+) -> dict:
+    """The calibration that serves this request (guarantee.serving's rules)."""
+    return serving(
+        lambda hf: records.latest_calibration(store, dataset, model_id, hf), dataset, hops, model_id
+    )
+
+
+def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
+    """Refuse a calibration made with other retrieval or hint settings: no guarantee then."""
+    pinned = {k: cal.get(k) for k in PINNED}
+    asked = {k: getattr(wanted, k) for k in pinned}
+    diff = [
+        f"{k} {asked[k]} (calibrated with {pinned[k]})"
+        for k in pinned
+        if pinned[k] is not None and asked[k] != pinned[k]
+    ]
+    if diff:  # Conflict: `cpr serve` answers 409, the CLI prints the line and exits 1
+        raise Conflict(
+            "the calibration does not match this request: "
+            + "; ".join(diff)
+            + ": ask with the calibrated settings or run `cpr calibrate` with these"
+        )
+
+
+def calibrated_of(cal: dict) -> Calibrated:
+    key = f"{cal['id']}@{cal.get('created')}"
+    if key not in _CALIBRATED:
+        if len(_CALIBRATED) > 32:
+            _CALIBRATED.clear()
+        _CALIBRATED[key] = Calibrated.from_node(cal)
+    return _CALIBRATED[key]
+
+
+def open_session(
+    store: GraphStore,
+    alpha: float,
+    dataset: str | None = None,
+    model_id: str | None = None,
+    beam_width: int | None = None,
+    active: int | None = None,
+    hints: HintProvider | None = None,
+    hint_beta: float | None = None,
+    hops_filter: int | None = None,
+    delta: float | None = DEFAULT_DELTA,
+    all_candidates: bool = False,
+    allow_stale: bool = False,
+    cal: dict | None = None,
+    risk: str = "coverage",
+    allow_empty: bool = False,
+    grouped: bool = True,
+) -> Session:
+    """Check the request against the calibration that serves it (`cal`: already read by
+    the caller); errors before any search. delta 0 or None: the marginal guarantee."""
+    dataset = pick_dataset(store, dataset, model_id)
+    cal = cal or find_calibration(store, dataset, model_id, hops_filter)
+    req = request(alpha, delta, risk, allow_empty, grouped)
+    mode = hints.mode if hints is not None and hints.mode != "none" else "none"
+    wanted = RetrievalSettings(
+        hops=cal["hops"],
+        beam_width=beam_width or cal["beam_width"],
+        active=active or cal["active"],
+        fanout_cap=cal["fanout_cap"],
+        hint_mode=mode,
+        hint_beta=(hint_beta if hint_beta is not None else cal["hint_beta"])
+        if mode != "none"
+        else 0.0,
+        hint_prompt=hints.prompt if hints is not None and mode != "none" else "",
+        topic_answers=bool(cal.get("topic_answers", False)),
+    )
+    check_settings(cal, wanted)
+    check_scope(cal)  # a new question has no subgraph of its own
+    graph = fingerprint.current(store, dataset, cal.get("graph_now"))
+    stale = stale_reason(cal.get("graph_fingerprint"), graph)
+    if stale and not allow_stale:
+        raise StaleCalibration(
+            f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
+            f"`cpr calibrate {dataset}` again (or pass --allow-stale to answer without a "
+            "guarantee)"
+        )
+    calibrated = calibrated_of(cal)
+    scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
+    key = (f"{cal['id']}@{cal.get('created')}", id(scorer))
+    if key not in _CANARY_OK:
+        canary.check(scorer, json.loads(cal.get("canary") or "[]"), cal["id"])
+        _CANARY_OK.add(key)
+    note = (
+        f"STALE CALIBRATION, NO GUARANTEE: {stale}; run `cpr calibrate {dataset}`"
+        if stale
+        else None
+    )
+    spec = json.loads(cal["score_family"])
+    retriever = Retriever(store, dataset, scorer, wanted, hints)
+    return Session(
+        store, dataset, cal, calibrated, req, spec, retriever, note, all_candidates, graph=graph
+    )
+
+
+def check_linking(cal: dict, entity: object) -> None:
+    """The guarantee covers the linking the calibration used: refuse the other one."""
+    calibrated = cal.get("linking") or GOLD
+    if not entity and calibrated == GOLD:
+        raise Conflict(
+            f"calibration {cal['id']} used the dataset's gold topic entities, so it covers "
+            "questions asked with --entity: pass --entity, or run `cpr calibrate "
+            f"{cal.get('dataset')} --linking text` to cover linking from the question text"
+        )
+    if entity and calibrated == TEXT:
+        raise Conflict(
+            f"calibration {cal['id']} links topic entities from the question text, as `cpr "
+            "ask` does without --entity: drop --entity (name the entity in [brackets]), or "
+            f"run `cpr calibrate {cal.get('dataset')} --linking gold`"
+        )

@@ -1,0 +1,190 @@
+"""conformal.resample: the pooled view (re-splits) and the cal+test interval, against
+brute-force loops that follow the documented rules."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import cache
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from cpr_neo4j.conformal.mondrian import ALL, Mondrian
+from cpr_neo4j.conformal.resample import COVERED, cal_test_interval, effective, resplits
+from cpr_neo4j.conformal.threshold import TOLERANCE
+
+
+@cache
+def _k(n: int, alpha: float, delta: float | None) -> int:
+    """The rank from its definitions (exact decimals; scipy's binomial tail for PAC)."""
+    if delta is None:
+        return math.ceil((n + 1) * (1 - Fraction(str(alpha))))
+    ok = [k for k in range(1, n + 1) if stats.binom.sf(k - 1, n, 1 - alpha) <= delta]
+    return ok[0] if ok else n + 1
+
+
+def _covered(s: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    bound = np.where(np.isinf(tau), tau, tau + TOLERANCE * (1 + np.abs(tau)))
+    return np.isfinite(s) & (s <= bound)
+
+
+def _brute_resplits(s, groups, n_cal, alpha, delta, draws, seed, pools):
+    """Each draw: the same permutation resplits takes (one rng.permutation per draw), the
+    first n_cal calibration; a test question's tau is the k-th smallest calibration score
+    of its pool (pool ALL: every calibration question, as conformal.mondrian reads it)."""
+    rng = np.random.default_rng(seed)
+    lab = np.array(["one" if pools is None else pools.get(int(g), "?") for g in groups])
+    ecr = []
+    for _ in range(draws):
+        perm = rng.permutation(len(s))
+        cal, test = perm[:n_cal], perm[n_cal:]
+        tau = np.empty(len(test))
+        for i, t in enumerate(test):
+            mine = s[cal] if lab[t] == ALL else s[cal][lab[cal] == lab[t]]
+            k = _k(len(mine), alpha, delta)
+            tau[i] = np.sort(mine)[k - 1] if k <= len(mine) else math.inf
+        ecr.append(_covered(s[test], tau).mean())
+    ecr = np.array(ecr)
+    return ecr.mean(), np.percentile(ecr, 5), (ecr >= 1 - alpha - 1e-12).mean()
+
+
+def _pool(rng, n1=60, n2=50, shift=1.5):
+    s = np.r_[rng.normal(0, 1, n1), rng.normal(shift, 1, n2)]
+    s[rng.random(s.size) < 0.05] = math.inf  # missed retrieval
+    g = np.r_[np.full(n1, 1), np.full(n2, 2)]
+    perm = rng.permutation(s.size)
+    return np.round(s[perm], 2), g[perm]
+
+
+@pytest.mark.parametrize("delta", [None, 0.1])
+def test_resplits_equal_a_brute_force_loop_one_pool(delta):
+    rng = np.random.default_rng(0)
+    s, g = _pool(rng)
+    for alpha in (0.1, 0.3):
+        got = resplits(s, g, 55, alpha, delta, draws=40, seed=5)
+        want = _brute_resplits(s, g, 55, alpha, delta, 40, 5, None)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12), alpha
+        assert 0 <= got[2] <= 1 and got[1] <= got[0]
+
+
+@pytest.mark.parametrize("delta", [None, 0.1])
+def test_resplits_equal_a_brute_force_loop_per_group(delta):
+    rng = np.random.default_rng(1)
+    s, g = _pool(rng)
+    pools = {1: "g1", 2: "g2"}
+    for alpha in (0.2, 0.4):
+        got = resplits(s, g, 55, alpha, delta, draws=40, seed=6, pools=pools)
+        want = _brute_resplits(s, g, 55, alpha, delta, 40, 6, pools)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12), alpha
+
+
+def test_resplits_read_the_all_fallback_as_every_calibration_question():
+    """Group 2 has too few questions for its own pool and too few small-group questions
+    to pool, so conformal.mondrian gives it the marginal tau over ALL calibration
+    questions; the pooled view must re-split that same rule, not a tau from group 2's
+    few calibration questions alone."""
+    rng = np.random.default_rng(2)
+    s, g = _pool(rng, n1=150, n2=20, shift=2.0)
+    m = Mondrian.from_scores(s[:80], g[:80])
+    pools = {k: m.pool_of(k) for k in (1, 2)}
+    assert pools == {1: "g1", 2: ALL}
+    got = resplits(s, g, 80, 0.2, None, draws=40, seed=7, pools=pools)
+    want = _brute_resplits(s, g, 80, 0.2, None, 40, 7, pools)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("delta", [None, 0.1])
+def test_held_share_and_mean_equal_their_exact_values(delta):
+    """N distinct scores, n_cal of them drawn as calibration: the k-th smallest calibration
+    score has pool rank R with P(R = r) = C(r-1, k-1) C(N-r, n_cal-k) / C(N, n_cal), and
+    exactly R - k test scores lie at or below it. So held = P((R-k)/n_test >= 1 - alpha)
+    and the mean ECR = E[(R-k)/n_test] exactly. Over `draws` re-splits, held may differ
+    from its exact value by 3 binomial standard errors sqrt(p(1-p)/draws), the mean ECR by
+    3 standard errors of a mean of draws (its exact sd / sqrt(draws)). The exact values
+    themselves (no noise): the plain tau's mean reaches 1 - alpha but it holds in only
+    about half the draws; the PAC tau (delta 0.1) holds in at least 1 - delta of them."""
+    N, n, alpha, draws = 3000, 500, 0.1, 300
+    s = np.random.default_rng(3).normal(size=N)
+    k = _k(n, alpha, delta)
+    r = np.arange(k, N - n + k + 1)
+    lg = special.gammaln
+    logp = (
+        lg(r) - lg(k) - lg(r - k + 1)
+        + lg(N - r + 1) - lg(n - k + 1) - lg(N - r - n + k + 1)
+        - (lg(N + 1) - lg(n + 1) - lg(N - n + 1))
+    )  # fmt: skip
+    p = np.exp(logp)
+    assert p.sum() == pytest.approx(1.0, abs=1e-9)
+    cov = (r - k) / (N - n)
+    held_exact = p[cov >= 1 - alpha - 1e-12].sum()
+    mean_exact = (p * cov).sum()
+    sd_exact = math.sqrt((p * (cov - mean_exact) ** 2).sum())
+    mean, p5, held = resplits(s, np.zeros(N), n, alpha, delta, draws, seed=1)
+    assert abs(held - held_exact) <= 3 * math.sqrt(held_exact * (1 - held_exact) / draws)
+    assert abs(mean - mean_exact) <= 3 * sd_exact / math.sqrt(draws)
+    assert p5 <= mean
+    if delta is None:
+        assert mean_exact >= 1 - alpha and held_exact < 0.6  # on average, not PAC
+    else:
+        assert held_exact >= 1 - delta
+
+
+def test_effective_marks_questions_the_top_level_covers():
+    s = np.array([0.3, math.inf, 2.0, -1.0])
+    top = np.array([True, True, False, False])
+    eff = effective(s, top, nonempty=True)
+    assert eff.tolist() == [COVERED, COVERED, 2.0, -1.0]  # +inf S covered by the top level
+    assert effective(s, top, nonempty=False).tolist() == s.tolist()  # empty sets allowed
+    # COVERED is finite and within any threshold a calibration can produce
+    assert math.isfinite(COVERED)
+    assert _covered(np.array([COVERED]), np.array([-1e6]))[0]
+    assert resplits(np.full(20, COVERED), np.zeros(20), 10, 0.5, None, draws=5) == (1.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("delta", [None, 0.05])
+def test_cal_test_interval_brackets_the_point_coverage(delta):
+    """Exchangeable calibration and test questions in 40 templates with template effects;
+    the interval redraws both sides (per pool) and must contain the coverage the actual
+    calibration gives on the actual test split."""
+    rng = np.random.default_rng(4)
+    effect = rng.normal(0, 0.3, 40)
+
+    def draw(n):
+        tpl = rng.integers(40, size=n)
+        grp = rng.integers(1, 3, size=n)
+        s = rng.normal(0.5 * grp + effect[tpl], 1.0)
+        s[rng.random(n) < 0.03] = math.inf
+        return s, grp, tpl
+
+    s_c, g_c, t_c = draw(600)
+    s_t, g_t, t_t = draw(900)
+    for alpha in (0.1, 0.3):
+        for pools in ({1: "g1", 2: "g2"}, {1: ALL, 2: ALL}):
+            pc = np.array([pools[int(x)] for x in g_c])
+            pt = np.array([pools[int(x)] for x in g_t])
+            tau = np.empty(len(s_t))
+            for name in set(pools.values()):
+                mine = s_c[pc == name]
+                k = _k(len(mine), alpha, delta)
+                tau[pt == name] = np.sort(mine)[k - 1] if k <= len(mine) else math.inf
+            point = _covered(s_t, tau).mean()
+            lo, hi = cal_test_interval(s_c, s_t, alpha, delta, pc, pt, t_c, t_t, 400, 0)
+            assert lo <= point <= hi, (alpha, pools, lo, point, hi)
+            assert hi - lo < 0.15  # an interval, not everything
+
+
+def test_cal_test_interval_uses_every_calibration_question_for_the_all_pool():
+    """A test pool ALL (the marginal fallback) is read from every calibration question,
+    as conformal.mondrian does; so with one question per template and every pool ALL the
+    interval equals the one with all questions in a single pool of that name."""
+    rng = np.random.default_rng(5)
+    s_c, s_t = rng.normal(size=300), rng.normal(size=400)
+    g_c = np.where(rng.random(300) < 0.9, "g1", ALL)  # a few small-group questions
+    pt = np.full(400, ALL)  # test questions all from small or unseen groups
+    got = cal_test_interval(s_c, s_t, 0.2, None, g_c, pt, np.arange(300), np.arange(400), 300, 0)
+    want = cal_test_interval(
+        s_c, s_t, 0.2, None, np.full(300, ALL), pt, np.arange(300), np.arange(400), 300, 0
+    )
+    assert got == pytest.approx(want)
