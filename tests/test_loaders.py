@@ -384,7 +384,7 @@ def test_non_utf8_line_is_skipped(tmp_path: Path) -> None:
 
 
 def test_registry() -> None:
-    assert set(KNOWN_DATASETS) == {"metaqa", "webqsp", "cwq", "webqsp-nsm"}
+    assert set(KNOWN_DATASETS) == {"metaqa", "metaqa-matched", "webqsp", "cwq", "webqsp-nsm"}
     with pytest.raises(BadInput, match="unknown dataset 'freebase'"):
         load_dataset("freebase")
     ds = load_dataset("metaqa", hops=[1], splits=["dev"])
@@ -396,3 +396,51 @@ def test_split_words(tmp_path: Path) -> None:
     assert set(ds.questions["split"]) == {"dev"}
     with pytest.raises(BadInput, match="unknown split 'holdout'"):
         load_rog("webqsp", DATA / "rog_small.jsonl", split="holdout")
+
+
+def test_metaqa_matched_thins_only_test_only_answer_triples_to_devs_rate():
+    """The `metaqa-matched` KB drops only 1-hop test answer triples that are not dev answer
+    triples, about as many as dev's missing rate predicts, so that 1-hop test questions
+    reach a gold answer in one hop about as often as dev questions do."""
+    from collections import defaultdict
+
+    from cpr_neo4j.loaders.metaqa import _find, bundled_root
+    from cpr_neo4j.loaders.metaqa_matched import _answer_triples
+    from cpr_neo4j.loaders.registry import load_dataset
+
+    full, matched = load_dataset("metaqa"), load_dataset("metaqa-matched")
+    assert matched.name == "metaqa-matched"
+    rows = lambda d: set(d.triples.select("head", "relation", "tail").iter_rows())  # noqa: E731
+    before, after = rows(full), rows(matched)
+    dropped = before - after
+    assert after <= before and dropped
+    dev, test = (_answer_triples(bundled_root(), s, _find) for s in ("dev", "test"))
+    assert dropped <= (test - dev)  # nothing that dev (or training) questions rely on
+    pool = (test - dev) & before
+    # dev's missing rate, measured on dev; the draw is Binomial(len(pool), rate)
+    dev_only = dev - test
+    rate = 1 - len(dev_only & before) / len(dev_only)
+    sd = (len(pool) * rate * (1 - rate)) ** 0.5
+    assert abs(len(dropped) - len(pool) * rate) < 4 * sd
+    assert matched.questions.height == full.questions.height
+
+    def reach(triples: set, split: str) -> float:
+        nbrs = defaultdict(set)
+        for h, _, t in triples:
+            nbrs[h].add(t)
+            nbrs[t].add(h)
+        qs = full.questions.filter((pl.col("hops") == 1) & (pl.col("split") == split))
+        hits = [
+            bool(set(answers) & set().union(*(nbrs.get(t, set()) for t in topics)))
+            for topics, answers in qs.select("topics", "answers").iter_rows()
+        ]
+        return sum(hits) / len(hits)
+
+    dev_reach, test_before, test_after = (
+        reach(after, "dev"),
+        reach(before, "test"),
+        reach(after, "test"),
+    )
+    print(f"\n1-hop reachable: dev {dev_reach:.4f}; test {test_before:.4f} -> {test_after:.4f}")
+    assert reach(before, "dev") == dev_reach  # dev untouched
+    assert test_before > 0.999 and abs(test_after - dev_reach) < 0.01
