@@ -82,7 +82,7 @@ bench: neo4j
 	$(PY) bench/ask.py
 
 # docs/results/ and the README's results table, every table with the defaults as they
-# ship (bench/results.sh says what runs and why). Timed in the README.
+# ship (bench/results.sh says what runs and why). About 50 min here (docs/benchmarks.md).
 RESULTS := docs/results
 results: neo4j
 	bash bench/results.sh $(RESULTS)
