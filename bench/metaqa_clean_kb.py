@@ -26,19 +26,9 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
+from cpr_neo4j.loaders.metaqa_matched import RELATION
+
 ROOT = Path(__file__).resolve().parents[1] / "data" / "metaqa"
-RELATION = {
-    "director": "directed_by",
-    "writer": "written_by",
-    "actor": "starred_actors",
-    "year": "release_year",
-    "genre": "has_genre",
-    "tags": "has_tags",
-    "tag": "has_tags",
-    "language": "in_language",
-    "imdbrating": "has_imdb_rating",
-    "imdbvotes": "has_imdb_votes",
-}
 Triple = tuple[str, str, str]
 
 

@@ -9,7 +9,8 @@ alpha: `--draws` random calibration draws of n questions from the pool, the rest
 test; the share of draws whose test coverage falls below 1 - alpha for the plain and the
 PAC threshold (the default score, one threshold per group, sets never empty; draws where
 some group is too small for a finite threshold are refused, as `cpr ask` refuses them, and
-counted apart), and the mean set size of each.
+counted apart), and the mean set size of each. --allow-empty: the paper's sets, where the
+plain threshold's coverage sits at 1 - alpha and one draw can fall below it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=500)
     ap.add_argument("--delta", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--allow-empty", action="store_true", help="the paper's sets (no top answer added)"
+    )
     args = ap.parse_args()
     t = CandidateTable.load(Path(args.dir) / "inner-dev.npz")
     score = t.surprisal.astype(float)
@@ -43,7 +47,8 @@ def main() -> None:
     counter = SetCounter(q, score, t.gold, t.n)
     rng = np.random.default_rng(args.seed)
     print(f"{t.n} inner dev questions; score surprisal (T = {t.temperature:.3g}); "
-          f"{args.draws} calibration draws per size; delta {args.delta:g}")  # fmt: skip
+          f"{args.draws} calibration draws per size; delta {args.delta:g}; "
+          f"sets {'may be empty' if args.allow_empty else 'never empty'}")  # fmt: skip
     print("| n | alpha | plain: draws under 1 - alpha | PAC: draws under | PAC refused "
           "(a group too small) | plain APSS | PAC APSS | PAC cost |")  # fmt: skip
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -62,12 +67,12 @@ def main() -> None:
                 c = Calibrated.from_flat(local, score[keep], t.gold[keep], t.n_gold[cal],
                                          t.group[cal], {"n": n})  # fmt: skip
                 for d in (None, args.delta):
-                    req = Request(a, d)
+                    req = Request(a, d, allow_empty=args.allow_empty)
                     taus = c.thresholds(req, t.group)
                     if not np.isfinite(taus[test]).all():
                         refused[d] += 1
                         continue
-                    s, hit = counter.counts(taus, nonempty=True)
+                    s, hit = counter.counts(taus, nonempty=not args.allow_empty)
                     under[d] += (hit[test] > 0).mean() < 1 - a - 1e-12
                     size[d].append(s[test].mean())
             plain, pac = (np.mean(size[d]) if size[d] else math.nan for d in (None, args.delta))

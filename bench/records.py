@@ -24,11 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpr_neo4j.conformal.table import CandidateTable, TableBuilder  # noqa: E402
 from cpr_neo4j.graph import records  # noqa: E402
+from cpr_neo4j.graph.neighbours import Neo4jNeighbours  # noqa: E402
 from cpr_neo4j.graph.store import GraphStore  # noqa: E402
 from cpr_neo4j.model.store import load_scorer, read_config  # noqa: E402
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency  # noqa: E402
 from cpr_neo4j.search.answers import answer_columns  # noqa: E402
 from cpr_neo4j.stages import questions as qsel  # noqa: E402
-from cpr_neo4j.stages.evaluate import _sources  # noqa: E402
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever  # noqa: E402
 from cpr_neo4j.stages.scoring import fit_temperature  # noqa: E402
 from cpr_neo4j.stages.workers import interleave, run_shares, share_store  # noqa: E402
@@ -68,8 +69,12 @@ def main() -> None:
             if args.max_test and len(test) > args.max_test:
                 test = random.Random(0).sample(test, args.max_test)
             sets["test"] = test
-        source, source_for = _sources(store, args.dataset, settings)
-        retriever = Retriever(store, args.dataset, scorer, settings, None, source, source_for)
+
+        def cached(mine: GraphStore) -> CachedAdjacency:  # one neighbour cache per process
+            return CachedAdjacency(Neo4jNeighbours(mine, args.dataset, settings.fanout_cap))
+
+        source = cached(store)
+        retriever = Retriever(store, args.dataset, scorer, settings, None, source)
         train = random.Random(1).sample(
             sets["train"], min(args.train_questions, len(sets["train"]))
         )
@@ -89,11 +94,12 @@ def main() -> None:
 
             def share(k: int, n: int, tick, qs=qs, temp=temp) -> CandidateTable:
                 with share_store(store, k) as mine:
-                    own = _sources(mine, args.dataset, settings) if k else (source, source_for)
-                    r = Retriever(mine, args.dataset, scorer, settings, None, *own)
+                    own = cached(mine) if k else source
+                    r = Retriever(mine, args.dataset, scorer, settings, None, own)
                     b = TableBuilder(temp)
                     for q in qs[k::n]:
-                        cols = answer_columns(r.run(q.masked, q.topics, q.text, q.id), temp)
+                        found = r.run(q.masked, q.topics, q.text, q.id)
+                        cols = answer_columns(found, temp, settings.topic_answers)
                         b.add(
                             q.id,
                             q.hops,
