@@ -18,9 +18,8 @@ from cpr_neo4j.cli.common import (
     progress_bar,
     table,
 )
+from cpr_neo4j.conformal import DEFAULT_DELTA
 from cpr_neo4j.errors import EMPTY_QUESTION, BadInput, CprError
-
-DEFAULT_DELTA = 0.05  # conformal.guarantee.DEFAULT_DELTA (not imported: numpy at --help)
 
 SHOWN = 25
 

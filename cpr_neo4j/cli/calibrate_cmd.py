@@ -16,6 +16,7 @@ from cpr_neo4j.cli.common import (
     scope_option,
     table,
 )
+from cpr_neo4j.conformal import DEFAULT_DELTA
 from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, GOLD, TEXT
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
 
@@ -77,7 +78,7 @@ def parse_alphas(text: str) -> tuple[float, ...]:
 @hint_options()
 @click.option(
     "--delta",
-    default=0.05,
+    default=DEFAULT_DELTA,
     show_default=True,
     type=click.FloatRange(0, 1, max_open=True),
     help="The default `cpr ask` guarantee for this calibration (PAC: coverage >= 1-alpha "

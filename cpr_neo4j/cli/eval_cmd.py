@@ -13,6 +13,7 @@ from cpr_neo4j.cli.common import (
     progress_bar,
     scope_option,
 )
+from cpr_neo4j.conformal import DEFAULT_DELTA
 from cpr_neo4j.conformal.report import coverage_table, diagnosis_table, fnr_table
 from cpr_neo4j.stages.eval_tables import SPLITS
 from cpr_neo4j.stages.evaluate import METHODS, EvalSettings, run
@@ -51,7 +52,7 @@ from cpr_neo4j.stages.evaluate import METHODS, EvalSettings, run
 @hint_options()
 @click.option(
     "--delta",
-    default=0.05,
+    default=DEFAULT_DELTA,
     show_default=True,
     type=click.FloatRange(0, 1, max_open=True),
     help="CPR's guarantee as `cpr ask` gives it by default (PAC with this delta; 0: marginal).",

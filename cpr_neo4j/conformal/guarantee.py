@@ -27,15 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from cpr_neo4j.conformal import DEFAULT_DELTA
 from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
 from cpr_neo4j.conformal.risk import GroupedFnr
 from cpr_neo4j.conformal.threshold import TOLERANCE, cut, percent
 from cpr_neo4j.errors import BadInput, CprError
 
 COVERAGE, FNR = "coverage", "fnr"
-# Calibration-conditional by default: one user has one calibration (README, "Method": the
-# inner dev figures behind this choice).
-DEFAULT_DELTA = 0.05
 ALL_HOPS = 0  # a model's hops_filter when it was trained on every hop count
 
 

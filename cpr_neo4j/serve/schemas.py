@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from cpr_neo4j.conformal import DEFAULT_DELTA
+
 MAX_QUESTION_CHARS = 1000
 MAX_BATCH = 100
 # Request bodies past this are refused unread (413): a full batch of the longest questions
@@ -35,7 +37,7 @@ class AskRequest(BaseModel):
     beam_width: int | None = Field(None, ge=1, description="Must equal the calibrated B.")
     active: int | None = Field(None, ge=1, description="Must equal the calibrated A.")
     delta: float = Field(
-        0.05,
+        DEFAULT_DELTA,
         ge=0,
         lt=1,
         description="Guarantee for this calibration: with probability >= 1 - delta over the "
