@@ -5,10 +5,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CPR := $(VENV)/bin/cpr
 PYTEST_ARGS ?=
-# The demo's three questions: 1, 2 and 3 hops, all answered by the every-hop-count model.
-Q1 ?= which movies did [Ridley Scott] direct
-Q2 ?= which person directed the movies starred by [John Krasinski]
-Q3 ?= who are the directors of the films written by the writer of [Blade Runner]
+# The demo's three questions, in plain words as people type them: 1, 2 and 3 hops, all
+# answered by the every-hop-count model of metaqa-plain (MetaQA without its [brackets]).
+DEMO ?= metaqa-plain
+Q1 ?= which movies did Ridley Scott direct
+Q2 ?= which person directed the movies starred by John Krasinski
+Q3 ?= who are the directors of the films written by the writer of Blade Runner
 
 .PHONY: prereqs browser-prereqs llm-prereqs llm-server setup neo4j demo test lint bench \
   results clean
@@ -62,12 +64,12 @@ neo4j: setup
 # The main job end to end on the bundled MetaQA data: one model and one calibration for
 # questions of every hop count, then a 1-hop, a 2-hop and a 3-hop question.
 demo: neo4j
-	$(CPR) ingest metaqa
-	$(CPR) train metaqa
-	$(CPR) calibrate metaqa
-	$(CPR) ask "$(Q1)" --alpha 0.3
-	$(CPR) ask "$(Q2)" --alpha 0.3
-	$(CPR) ask "$(Q3)" --alpha 0.3
+	$(CPR) ingest $(DEMO)
+	$(CPR) train $(DEMO)
+	$(CPR) calibrate $(DEMO)
+	$(CPR) ask "$(Q1)" --alpha 0.3 --dataset $(DEMO)
+	$(CPR) ask "$(Q2)" --alpha 0.3 --dataset $(DEMO)
+	$(CPR) ask "$(Q3)" --alpha 0.3 --dataset $(DEMO)
 
 test: neo4j
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -41,6 +41,7 @@ from cpr_neo4j.config import cpr_home  # noqa: E402
 from cpr_neo4j.model import export  # noqa: E402
 from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights  # noqa: E402
 from cpr_neo4j.model.scorer import PathScorer  # noqa: E402
+from cpr_neo4j.stages.linked import link_readings  # noqa: E402
 
 DATASET = "metaqa"
 # the calibration being compared: centred nonconformity scores (stages/calibrate.py before
@@ -278,7 +279,8 @@ def model_check(args) -> dict:
         ids = set(meta["calibration_ids"])
         cal = qsel.load(store, DATASET, meta["split"], meta.get("hops_filter"), ids)
         cal = cal[: args.cal_questions] if args.cal_questions else cal
-        linked = {q.id: cal_stage.link_text(store, DATASET, q.text) for q in cal}
+        linked = {q.id: link_readings(store, DATASET, q.text) for q in cal}
+        linked = {k: v[0] if v else ([], "") for k, v in linked.items()}  # first reading
         accuracy = sum(set(linked[q.id][0]) == set(q.topics) for q in cal) / len(cal)
         asked = cal_stage.GOLD if scope == SUBGRAPH else cal_stage.AUTO
         mode = cal_stage.choose_linking(asked, accuracy)

@@ -12,7 +12,10 @@
 #    hour), where variants are reported, never chosen;
 # 4. the release table: the test split's FINAL half, every hop count, once;
 # 5. the same KB without the 1-hop test answers' head start (`metaqa-matched`,
-#    loaders/metaqa_matched.py): 1-hop and every hop count on the test split's working half.
+#    loaders/metaqa_matched.py): 1-hop and every hop count on the test split's working half;
+# 6. questions as people type them: `metaqa-plain` (MetaQA without its [brackets], linked
+#    from the text) and the real WebQSP questions of ../shared/data/webqsp_names (split
+#    70/10/20 by a hash of the id; a third of train held out for calibration).
 set -euo pipefail
 OUT=${1:-docs/results}
 CPR=${CPR:-.venv/bin/cpr}
@@ -61,6 +64,24 @@ $CPR eval metaqa-matched --hops 1 --model "$MATCHED_1" --methods cpr --no-hop-le
   --max-questions "$SAMPLE" --out "$OUT/metaqa-matched-1hop"
 $CPR eval metaqa-matched --model "$MATCHED_MIXED" --methods cpr --no-hop-level \
   --max-questions "$MIXED_SAMPLE" --out "$OUT/metaqa-matched-mixed"
+
+say "plain questions: metaqa-plain, text linking"
+rm -rf "$OUT/metaqa-plain-mixed" "$OUT"/webqsp-names-*
+$CPR ingest metaqa-plain
+PLAIN=$($CPR train metaqa-plain | tee -a /dev/stderr | model_of)
+$CPR eval metaqa-plain --model "$PLAIN" --methods cpr,abl2 --no-hop-level --linking text \
+  --max-questions "$MIXED_SAMPLE" --out "$OUT/metaqa-plain-mixed"
+WQ=${WEBQSP_NAMES:-../shared/data/webqsp_names}
+if [ -f "$WQ/questions.jsonl" ]; then
+  say "plain questions: webqsp-names"
+  $CPR ingest webqsp-names --triples "$WQ/triples.tsv" --questions "$WQ/questions.jsonl" \
+    --hash-split 70,10,20
+  WQM=$($CPR train webqsp-names --cal-share 0.3 | tee -a /dev/stderr | model_of)
+  for half in test final; do  # 175 test questions: both halves of the hash, reported apart
+    $CPR eval webqsp-names --model "$WQM" --methods cpr,abl2 --no-hop-level --linking text \
+      --split "$half" --out "$OUT/webqsp-names-$half"
+  done
+fi
 
 say "calibrate the every-hop model, so that \`cpr ask\` answers with it"
 $CPR calibrate metaqa --model "${MODEL[mixed]}"

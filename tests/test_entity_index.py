@@ -60,34 +60,27 @@ def index(store, metaqa):
     return built
 
 
-def test_unbracketed_questions_link_as_the_fulltext_path(store, dev, index):
-    """The index sees every name the full-text hits showed; where the two disagree, it is
-    because the longest name was not among those 50 hits."""
-    differ = []
+def test_unbracketed_questions_find_every_name_the_fulltext_path_finds(store, dev, index):
+    """The index sees every name the full-text hits showed (and names beyond those 50)."""
     for q in dev:
         text = q.text.replace("[", "").replace("]", "")
         old_inside = linking._fulltext_inside(store, "metaqa", text)
         new_inside = index.verbatim(text)
         assert {h["id"] for h in old_inside} <= {h["id"] for h in new_inside}, text
-        old = outcome(lambda: linking._longest(old_inside))  # noqa: B023
-        new = outcome(lambda: linking.link(store, "metaqa", text))  # noqa: B023
-        if old != new:
-            longest = max(len(h["name"]) for h in new_inside)
-            best = {h["id"] for h in new_inside if len(h["name"]) == longest}
-            assert not best <= {h["id"] for h in old_inside}, text
-            differ.append(text)
-    assert len(differ) <= len(dev) // 100, differ  # 3 of these 2,000 when written
 
 
 def test_verbatim_finds_every_name_as_whole_words(dev, index):
-    """Against a scan of all 42,797 names (the definition of "found verbatim")."""
-    padded = [
-        (i, linking._words(n)) for i, n in index.name_of.items() if n and entity_index.words(n)
-    ]
+    """Against a scan of all 42,797 names (the definition of "found verbatim"); the index
+    also finds names with a plural or possessive s dropped, so it may find more."""
+
+    def padded(t):
+        return " " + " ".join(entity_index.words(t)) + " "
+
+    names = [(i, padded(n)) for i, n in index.name_of.items() if n and entity_index.words(n)]
     for q in dev[:20]:
         text = q.text.replace("[", "").replace("]", "")
-        every = {i for i, w in padded if w in linking._words(text)}
-        assert {h["id"] for h in index.verbatim(text)} == every, text
+        every = {i for i, w in names if w in padded(text)}
+        assert every <= {h["id"] for h in index.verbatim(text)}, text
 
 
 def test_bracketed_questions_and_entities_link_as_before(store, dev, index, monkeypatch):
@@ -102,7 +95,6 @@ def test_bracketed_questions_and_entities_link_as_before(store, dev, index, monk
 def test_errors_read_as_before(store, index, monkeypatch):
     cases = [
         ("who directed [No Such Entity 42]", None),
-        ("who directed [TOM HANKS]", None),  # two entities of that name, any case
         ("what", "no such entity 42"),
         ("zzqx qqzz", None),
     ]
@@ -117,12 +109,22 @@ def test_errors_read_as_before(store, index, monkeypatch):
 
     with_index = messages()
     assert "unknown entity 'No Such Entity 42'" in with_index[0]
-    assert "Tom Hanks (id Tom Hanks), tom hanks (id tom hanks)" in with_index[1]
+    assert "no entity of the graph found in the question" in with_index[2]
     neo4j_only(monkeypatch)
     assert messages() == with_index
-    tie = "what movies did Tom Hanks star in"  # tied equally long names: the order may differ
     monkeypatch.undo()
-    assert "several entities equally well" in outcome(lambda: linking.link(store, "metaqa", tie))[0]
+    # a name two entities share in any case: written as the question writes it wins ...
+    tie = "what movies did Tom Hanks star in"
+    found = linking.resolve(store, "metaqa", tie)
+    assert found.topics == [{"id": "Tom Hanks", "name": "Tom Hanks"}]
+    assert found.rule == "exact case"
+    # ... and in a lower-case question both are searched (stages/linked.py decides)
+    found = linking.resolve(store, "metaqa", tie.lower())
+    assert {c.topics[0]["id"] for c in found.choices} == {"Tom Hanks", "tom hanks"}
+    assert any("the best-scoring path decides" in n for n in found.notes)
+    # a bracketed name shared in any case is searched from both too, never refused
+    found = linking.resolve(store, "metaqa", "who directed [TOM HANKS]")
+    assert {c.topics[0]["id"] for c in found.choices} == {"Tom Hanks", "tom hanks"}
 
 
 def test_names_match_entity_names(store, index):
@@ -161,7 +163,7 @@ def test_index_is_rebuilt_after_an_ingest_changes_the_graph(store, tiny, monkeyp
     assert second is not first and len(second) == 4
     topics, notes = linking.link(store, TINY, question)
     assert topics == [{"id": "Alpha Beta Epsilon", "name": "Alpha Beta Epsilon"}]
-    assert notes == ["also matched: Alpha Beta (use --entity to choose)"]
+    assert notes == ["also found in the question: Alpha Beta (give --entity to choose)"]
     assert not any(k[2] == TINY and v is first for k, v in entity_index._CACHE.items())
 
 
@@ -179,4 +181,4 @@ def test_a_graph_over_the_cap_falls_back_to_neo4j(store, tiny, monkeypatch):
     assert linking.linker(store, TINY) == "fulltext-50"
     monkeypatch.setattr(entity_index, "MAX_ENTITIES", 3)
     entity_index.clear()
-    assert linking.linker(store, TINY) == "all-names"
+    assert linking.linker(store, TINY) == linking.LINKER

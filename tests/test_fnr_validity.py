@@ -56,7 +56,7 @@ def flat(store, two_hop):
     graph = fingerprint.current(store, "metaqa")
     inputs = et.search_inputs(store, "metaqa", qs, [], node["linking"], graph)
     spec = json.loads(node["score_family"])
-    scorer.questions([inputs.masked[q.id] for q in qs])
+    scorer.questions([m for q in qs for _, m in inputs.choices[q.id]])
     t = et.tables(store, "metaqa", scorer, settings, spec, qs, inputs, None, 1, lambda: None)
     assert t.qids == [q.id for q in qs] and t.n == node["n"]
     return node, t, table_scores(t, spec)

@@ -202,7 +202,7 @@ def test_llm_hint_mode_differing_from_calibration_is_refused(store, trained):
     [
         ("", None, "empty question"),
         ("who directed [No Such Film 123]", None, "unknown entity"),
-        ("who directed it", "No Such Film 123", "drop --entity"),  # calibrated with text
+        ("who directed it", "No Such Film 123", "unknown entity"),  # named, under text
     ],
 )
 def test_bad_questions_are_one_line_errors(store, trained, question, entity, message):

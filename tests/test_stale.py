@@ -63,15 +63,27 @@ def _question(store) -> str:
     return row["text"]
 
 
-def test_text_linking_is_recorded_and_ask_with_entity_is_refused(store, calibrated):
+def test_text_linking_is_recorded_and_named_topics_have_their_own_curves(store, calibrated):
     model_id, cal = calibrated
     assert cal.linking == TEXT and cal.linking_accuracy > 0.9  # MetaQA brackets its topics
     node = store.query("MATCH (c:Calibration {id: $id}) RETURN c", {"id": cal.id})[0][0]["c"]
     assert node["linking"] == TEXT and node["graph_fingerprint"] == fingerprint.current(store, NAME)
     r = ask(store, _question(store), 0.5, dataset=NAME, model_id=model_id)
     assert r.guarantee is not None
-    with pytest.raises(Conflict, match="drop --entity"):
-        ask(store, _question(store), 0.5, dataset=NAME, entity=r.topics[0]["id"], model_id=model_id)
+    assert len(node["named_q_scores"]) == len(node["q_scores"]) == node["n"]
+    named = ask(
+        store, _question(store), 0.5, dataset=NAME, entity=r.topics[0]["id"], model_id=model_id
+    )
+    assert named.guarantee is not None and named.topics == r.topics
+    # a text-linked calibration without those curves (made before them) says what to do
+    cid = {"id": cal.id}
+    store.query("MATCH (c:Calibration {id: $id}) REMOVE c.named_q_scores", cid, write=True)
+    try:
+        with pytest.raises(Conflict, match="ask without --entity"):
+            ask(store, _question(store), 0.5, dataset=NAME, entity="x", model_id=model_id)
+    finally:
+        store.query("MATCH (c:Calibration {id: $id}) SET c.named_q_scores = $s",
+                    {**cid, "s": node["named_q_scores"]}, write=True)  # fmt: skip
 
 
 def test_gold_linking_calibration_needs_entity(store, calibrated):
@@ -80,7 +92,7 @@ def test_gold_linking_calibration_needs_entity(store, calibrated):
     topic = ask(store, question, 0.5, dataset=NAME, model_id=model_id).topics[0]["id"]
     gold = calibrate(store, NAME, model_id, alphas=(0.5,), linking=GOLD)  # now the newest
     try:
-        with pytest.raises(Conflict, match="pass --entity"):
+        with pytest.raises(Conflict, match="give --entity"):
             ask(store, question, 0.5, dataset=NAME, model_id=model_id)
         r = ask(store, question, 0.5, dataset=NAME, model_id=model_id, entity=topic)
         assert r.calibration_id == gold.id and r.guarantee is not None

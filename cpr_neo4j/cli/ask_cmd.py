@@ -51,7 +51,8 @@ SHOWN = 25
     "--entity",
     "entities",
     multiple=True,
-    help="Topic entity id or name (skips entity linking); repeat it for several topics.",
+    help="Topic entity id or name, in any case or spelling (skips linking from the text; "
+    "answered under the calibration's curves for named topics); repeat it for several.",
 )
 @click.option(
     "--model", "model_id", help="Use the calibration of this scoring model (default: newest CPR)."

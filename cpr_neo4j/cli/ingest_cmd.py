@@ -99,8 +99,8 @@ def ingest(
     answerable: bool,
     topic_answers: str,
 ) -> None:
-    """Load dataset NAME (metaqa, metaqa-matched, webqsp, cwq, webqsp-nsm, or any name with
-    --triples) into Neo4j.
+    """Load dataset NAME (metaqa, metaqa-plain, metaqa-matched, webqsp, cwq, webqsp-nsm, or
+    any name with --triples) into Neo4j.
 
     Idempotent and resumable: re-running creates nothing new and completes a killed run.
     """

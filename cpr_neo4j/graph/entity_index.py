@@ -14,46 +14,109 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable
 
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.text import is_mid
 
 MAX_ENTITIES = 2_000_000  # ~0.6 GB (MetaQA: 12.6 MB for 42,797); above, query Neo4j
 PAGE = 100_000  # entities per round trip while building
 MAX_CACHED = 4  # indexes kept (datasets x fingerprints); the oldest used goes first
+RARE = 50  # names a word may occur in and still lead to a partial match
 TOO_BIG = "too big"  # cached in place of an index: don't read a huge graph again
 
-_WORD = re.compile(r"\w+")
+# Words are runs of letters and digits: underscores, apostrophes and other punctuation
+# separate them ("Nathaniel_P._Banks" and "Nathaniel P. Banks" read alike), accents and
+# case are folded ("Michèle" = "michele"), so a name matches however a user writes it.
+_WORD = re.compile(r"[^\W_]+")
+_MARKS = re.compile(r"[\u0300-\u036f]")  # combining accents left by NFKD
+
+
+def fold(word: str) -> str:
+    """One word without accents, case-folded."""
+    return _MARKS.sub("", unicodedata.normalize("NFKD", word)).casefold()
+
+
+def tokens(text: str) -> list[tuple[str, int, int]]:
+    """(folded word, start, end) of each word of `text`, positions in the original text
+    (for masking the very words a mention used)."""
+    out = []
+    for m in _WORD.finditer(text):
+        if w := fold(m.group()):
+            out.append((w, m.start(), m.end()))
+    return out
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased `\\w+` words: the normalisation of whole-word matching
-    (graph/linking.py `_words` pads the same words with spaces)."""
-    return _WORD.findall(text.lower())
+    """The folded words of `text`: the normalisation of whole-word matching."""
+    return [w for m in _WORD.finditer(text) if (w := fold(m.group()))]
 
 
 def name_key(text: str) -> str:
     return " ".join(words(text))
 
 
-class EntityIndex:
-    """The entities of one dataset at one graph fingerprint."""
+def stem(word: str) -> str:
+    """A folded word without a plural or possessive s (`vaders` -> `vader`)."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
-    def __init__(self, ids: Iterable[str], names: Iterable[str | None]):
+
+def stem_key(key: str) -> str:
+    return " ".join(stem(w) for w in key.split(" "))
+
+
+def stripped(text: str) -> str:
+    """Accents removed, case kept: how a name is compared when case matters."""
+    return " ".join(
+        _MARKS.sub("", unicodedata.normalize("NFKD", m.group())) for m in _WORD.finditer(text)
+    )
+
+
+class EntityIndex:
+    """The entities of one dataset at one graph fingerprint: names by folded words, each
+    entity's degree (a weak prior between homonyms), and rare name words -> entities (for
+    names a question writes only in part: "dumbledore" for "Professor Albus Dumbledore")."""
+
+    def __init__(
+        self,
+        ids: Iterable[str],
+        names: Iterable[str | None],
+        degrees: Iterable[int] | None = None,
+        relations: Iterable[str] = (),
+    ):
         self.name_of: dict[str, str | None] = dict(zip(ids, names, strict=True))
+        self.degree: dict[str, int] = (
+            dict(zip(self.name_of, degrees, strict=True)) if degrees is not None else {}
+        )
         by_key: dict[str, list[str]] = {}
         for i, name in self.name_of.items():
-            if name is not None:  # a nameless entity is found by its id only, as in Neo4j
+            # a nameless entity, or one named by a Freebase id, is found by its id only
+            if name is not None and not is_mid(name):
                 by_key.setdefault(name_key(name), []).append(i)
-        self._by_key = {k: tuple(sorted(v)) for k, v in by_key.items()}
+        self._by_key = {k: tuple(sorted(v)) for k, v in by_key.items() if k}
+        # the same names with each word's plural or possessive s dropped ("darth vaders")
+        by_stem: dict[str, set[str]] = {}
+        for k, v in self._by_key.items():
+            by_stem.setdefault(stem_key(k), set()).update(v)
+        self._by_stem = {k: tuple(sorted(v)) for k, v in by_stem.items()}
+        # words of the graph's relation names: a question's "language" or "children" points
+        # to a relation, so an entity named only by such words is a weak candidate
+        self.relation_prefixes = {stem(w)[:5] for r in relations for w in words(r)}
         # First word -> most words of a name starting with it: bounds the n-grams tried at
         # each position of a question (most words start no name at all).
         self._span: dict[str, int] = {}
+        by_word: dict[str, set[str]] = {}
         for k in self._by_key:
             w = k.split(" ")
-            if w[0]:
-                self._span[w[0]] = max(self._span.get(w[0], 0), len(w))
+            for first in {w[0], stem(w[0])}:
+                self._span[first] = max(self._span.get(first, 0), len(w))
+            for word in set(w):
+                by_word.setdefault(word, set()).add(k)
+        # a word in many names says little about which: only rare ones lead to partial matches
+        self._keys_with = {w: tuple(sorted(ks)) for w, ks in by_word.items() if len(ks) <= RARE}
+        self.names_with = {w: len(ks) for w, ks in by_word.items()}
 
     def __len__(self) -> int:
         return len(self.name_of)
@@ -72,18 +135,44 @@ class EntityIndex:
         same = [i for i in self._by_key.get(name_key(name), ()) if self._lower(i) == lowered]
         return [self._entity(i) for i in same[:20]]
 
+    def by_key(self, name: str) -> list[dict]:
+        """Entities whose name has the same folded words (case, accents, punctuation and
+        underscores aside): `--entity "nathaniel p banks"` finds `Nathaniel_P._Banks`."""
+        return [self._entity(i) for i in self._by_key.get(name_key(name), ())]
+
     def _lower(self, i: str) -> str:
         return (self.name_of[i] or "").lower()
+
+    def ngrams(self, folded: list[str]) -> list[tuple[int, int, tuple[str, ...]]]:
+        """(first word, end word, entity ids) of every name whose folded words occur as
+        consecutive words of the question, in the order they occur."""
+        out = []
+        for start, first in enumerate(folded):
+            reach = max(self._span.get(first, 0), self._span.get(stem(first), 0))
+            for end in range(start + 1, min(start + reach, len(folded)) + 1):
+                key = " ".join(folded[start:end])
+                ids = self._by_key.get(key) or self._by_stem.get(stem_key(key))
+                if ids:
+                    out.append((start, end, ids))
+        return out
+
+    def partial(self, folded: list[str]) -> list[str]:
+        """Keys of the names that share a rare word with the question, in order."""
+        out: dict[str, None] = {}
+        for w in folded:
+            out.update(dict.fromkeys(self._keys_with.get(w, ())))
+        return list(out)
+
+    def key_ids(self, key: str) -> tuple[str, ...]:
+        return self._by_key.get(key, ())
 
     def verbatim(self, text: str) -> list[dict]:
         """Every entity whose name's words occur as consecutive whole words of `text`: the
         word n-grams of the question looked up among all names; in the order they occur
         (then by id), so an error listing tied names reads like the question."""
-        w = words(text)
         found: dict[str, None] = {}  # ordered and without repeats
-        for start, first in enumerate(w):
-            for end in range(start + 1, min(start + self._span.get(first, 0), len(w)) + 1):
-                found.update(dict.fromkeys(self._by_key.get(" ".join(w[start:end]), ())))
+        for _, _, ids in self.ngrams(words(text)):
+            found.update(dict.fromkeys(ids))
         return [self._entity(i) for i in found]
 
 
@@ -135,15 +224,19 @@ def build(store: GraphStore, dataset: str, limit: int | None = None) -> EntityIn
     limit = MAX_ENTITIES if limit is None else limit
     ids: list[str] = []
     names: list[str | None] = []
+    degrees: list[int] = []
     after = ""  # below every id: ids are strings (loaders/base.py ENTITIES_SCHEMA)
     while True:
         row = store.read("entity_names_page", dataset=dataset, after=after, page=PAGE)[0]
         ids += row["ids"]
         names += row["names"]
+        degrees += row["degrees"]
         if len(ids) > limit:
             return None
         if len(row["ids"]) < PAGE:
-            return EntityIndex(ids, names)
+            from cpr_neo4j.graph import records
+
+            return EntityIndex(ids, names, degrees, records.relation_text(store, dataset))
         after = max(row["ids"])
 
 

@@ -1,27 +1,74 @@
-"""Entity linking: question text -> topic entity ids of one dataset.
+"""Entity linking: question text -> topic entities of one dataset, with the reasons.
 
-Names come from the dataset's in-memory entity index (graph/entity_index.py) when it has
-one, so a question costs no Neo4j query; else from Neo4j (exact lookups and the full-text
-index), as before the index existed. `cpr calibrate --linking text` and `cpr ask` both call
-`link`, so a calibration covers the linking its questions are asked with."""
+`resolve` is the linker that `cpr ask`, `cpr serve` and `cpr calibrate --linking text`
+share, so a text-linked calibration covers the linking its questions are asked with.
+Rules, in order (graph/entity_index.py folds case, accents, punctuation and underscores):
+
+1. Named topics: --entity / the request's `entity` (an id, else a name in any case or
+   spelling), then [bracketed] mentions: exact lookups.
+2. Whole names: every entity whose folded name occurs as consecutive words of the
+   question. A name inside a longer one found there ("Scott" in "Ridley Scott") is dropped;
+   the most words win, then, when the question is written in mixed case, names written
+   exactly as the question writes them (`Ridley Scott` over the tag `ridley scott`).
+3. Partial names, only when no whole name is found: names sharing a rare word with the
+   question ("dumbledore" -> "Professor Albus Dumbledore"), by the share of the name's
+   words the question holds (weighted by rarity).
+4. What is still tied (at most MAX_TIED, by degree, then id) goes to the search: the
+   caller runs TreeG from each and takes the one whose best path scores best
+   (stages/linked.py); a choice made that way is recorded as such.
+
+Datasets too big for the in-memory index fall back to exact lookups and the full-text
+index's best hits (rule 2 only)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index
+from cpr_neo4j.graph.entity_index import EntityIndex
+from cpr_neo4j.graph.name_rules import partial, weak, written_as
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.text import bracket_mentions
 
 _LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
 FULLTEXT_HITS = 50  # full-text hits checked for whole-word containment (no index only)
+MAX_TIED = 4  # candidates searched from when the names cannot decide
+LINKER = "names-v2"  # recorded with a text-linked calibration: the rules above
 
 
-def _words(text: str) -> str:
-    """Lower-cased words padded with spaces, for whole-word containment tests."""
-    return " " + " ".join(entity_index.words(text)) + " "
+@dataclass
+class Choice:
+    """One way to read the question: its topics and the question words they used."""
+
+    topics: list[dict]  # [{id, name}]
+    mentions: list[tuple[int, int]]  # (start, end) character spans in the question text
+
+
+@dataclass
+class Linking:
+    """What the linker found and why; `choices` has one entry unless names tied."""
+
+    choices: list[Choice]
+    rule: str  # named | bracketed | whole name | exact case | partial name
+    notes: list[str] = field(default_factory=list)
+    others: list[dict] = field(default_factory=list)  # names found but not taken
+
+    @property
+    def topics(self) -> list[dict]:
+        return self.choices[0].topics
+
+    def record(self, taken: int = 0, how: str | None = None) -> dict:
+        """The linker's decision for an :Ask record and the answer: candidates, the one
+        taken, and why."""
+        return {
+            "rule": how or self.rule,
+            "taken": [t["id"] for t in self.choices[taken].topics],
+            "candidates": [[t["id"] for t in c.topics] for c in self.choices],
+            "also_found": [o["id"] for o in self.others[:8]],
+        }
 
 
 def _by_id_or_name(store: GraphStore, dataset: str, mention: str) -> list[dict]:
@@ -31,26 +78,161 @@ def _by_id_or_name(store: GraphStore, dataset: str, mention: str) -> list[dict]:
     ]
 
 
+def _find(store: GraphStore, dataset: str, index: EntityIndex | None, mention: str) -> list:
+    if index is None:
+        return _by_id_or_name(store, dataset, mention)
+    return index.by_id([mention]) or index.by_name(mention) or index.by_key(mention)
+
+
+def _named(store, dataset, index, mention: str, field_name: str) -> list[dict]:
+    found = _find(store, dataset, index, mention)
+    if not found:
+        raise CprError(
+            f"unknown entity {mention!r} in dataset {dataset!r}: check the spelling, "
+            f"or give {field_name} an entity id"
+        )
+    return found
+
+
+def resolve(
+    store: GraphStore,
+    dataset: str,
+    text: str,
+    entity: str | Sequence[str] | None = None,
+    graph: str | None = None,
+    field_name: str = "--entity",
+    index: EntityIndex | None = None,
+) -> Linking:
+    """The topic entities of `text` (see the module's rules). field_name: how the caller's
+    user names the entity option in messages (`--entity` on the command line, `entity`
+    over HTTP). graph: the dataset's fingerprint when the caller has read it. index: an
+    index built elsewhere (bench/linking.py builds one from the dataset's files)."""
+    named = [entity] if isinstance(entity, str) else list(dict.fromkeys(entity or ()))
+    mentions = named or bracket_mentions(text)
+    # exact lookups need no index (one query each), unless one is built already
+    if index is None:
+        index = entity_index.get(store, dataset, graph, build_missing=not mentions)
+    if mentions:
+        rule = "named" if named else "bracketed"
+        found = [_named(store, dataset, index, m, field_name) for m in mentions]
+        # a name several entities share (any case): one choice per entity, the search decides
+        options = [f for f in found if len(f) > 1]
+        if len(options) > 1 or (options and len(options[0]) > MAX_TIED):
+            listed = "; ".join(
+                ", ".join(f"{r['name']} (id {r['id']})" for r in f[:8]) for f in options
+            )
+            raise CprError(f"names shared by several entities: {listed}; give {field_name} ids")
+        base = [f[0] for f in found if len(f) == 1]
+        alts = options[0] if options else [None]
+        choices = [Choice(base + ([a] if a else []), []) for a in alts]
+        return Linking([_plain(c) for c in choices], rule)
+    if index is None:
+        return _from_hits(_fulltext_inside(store, dataset, text), text, field_name)
+    return _from_index(index, text, field_name)
+
+
+def _plain(c: Choice) -> Choice:
+    return Choice([{"id": t["id"], "name": t["name"]} for t in c.topics], c.mentions)
+
+
 def _fulltext_inside(store: GraphStore, dataset: str, text: str) -> list[dict]:
     """Entities among the full-text index's best hits whose name's words occur in `text`
     as whole words (a name outside those hits is missed: the index has no such limit)."""
     query = _LUCENE_SPECIAL.sub(r"\\\1", text.lower())
     hits = store.read("link_entities", dataset=dataset, text=query, limit=FULLTEXT_HITS)
-    lowered = _words(text)
-    return [dict(h) for h in hits if _words(h["name"]) in lowered]
+    lowered = " " + " ".join(entity_index.words(text)) + " "
+    key = lambda n: " " + " ".join(entity_index.words(n)) + " "  # noqa: E731
+    return [dict(h) for h in hits if key(h["name"]) in lowered]
 
 
-def _one(find: Callable[[str], list[dict]], dataset: str, mention: str) -> dict:
-    found = find(mention)
-    if not found:
-        raise CprError(
-            f"unknown entity {mention!r} in dataset {dataset!r}: check the spelling, "
-            "or pass --entity with an entity id"
+def _not_found(field_name: str) -> CprError:
+    return CprError(
+        "no entity of the graph found in the question: check the spelling of its name, "
+        f"put it in [brackets], or give {field_name} NAME"
+    )
+
+
+def _from_hits(inside: list[dict], text: str, field_name: str) -> Linking:
+    """Rule 2 over the full-text hits (no index): the longest name, ties to the search."""
+    if not inside:
+        raise _not_found(field_name)
+    longest = max(len(entity_index.words(h["name"])) for h in inside)
+    best = [h for h in inside if len(entity_index.words(h["name"])) == longest]
+    best = sorted({h["id"]: h for h in best}.values(), key=lambda h: h["id"])[:MAX_TIED]
+    others = [h for h in inside if h["id"] not in {b["id"] for b in best}]
+    choices = [_plain(Choice([h], _spans_of(text, h["name"]))) for h in best]
+    return Linking(choices, "whole name", _also(others, field_name), others)
+
+
+def _spans_of(text: str, name: str) -> list[tuple[int, int]]:
+    toks = entity_index.tokens(text)
+    want = entity_index.words(name)
+    for i in range(len(toks) - len(want) + 1):
+        if [t[0] for t in toks[i : i + len(want)]] == want:
+            return [(toks[i][1], toks[i + len(want) - 1][2])]
+    return []
+
+
+def _also(others: list[dict], field_name: str) -> list[str]:
+    names = sorted({o["name"] for o in others if o.get("name")})
+    if not names:
+        return []
+    return [f"also found in the question: {', '.join(names[:5])} (give {field_name} to choose)"]
+
+
+def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
+    toks = entity_index.tokens(text)
+    folded = [t[0] for t in toks]
+    found = index.ngrams(folded)
+    # rule 2: whole names, not inside a longer name found in the question
+    kept = [
+        (s, e, ids)
+        for s, e, ids in found
+        if not any(s2 <= s and e <= e2 and (e2 - s2) > (e - s) for s2, e2, _ in found)
+    ]
+    strong = [(s, e, ids) for s, e, ids in kept if not weak(index, folded[s:e])]
+    # rule 3 only where no whole name is found (or only weak ones): a partial name beating a
+    # whole one-word name was wrong more often than right on the dev questions
+    part = [] if strong else partial(index, folded)
+    if part:
+        return _linking(index, toks, part, "partial name", _ids(index, found), field_name)
+    kept = strong or kept
+    if not kept:
+        raise _not_found(field_name)
+    most = max(e - s for s, e, _ in kept)
+    best = [(s, e, i) for s, e, ids in kept if e - s == most for i in ids]
+    rule = "whole name"
+    if text != text.lower() and len({i for _, _, i in best}) > 1:
+        exact = [b for b in best if written_as(index, text, toks, b)]
+        if exact and len(exact) < len(best):
+            best, rule = exact, "exact case"
+    taken = {i for _, _, i in best}
+    others = [o for o in _ids(index, found) if o["id"] not in taken]
+    return _linking(index, toks, best, rule, others, field_name)
+
+
+def _ids(index: EntityIndex, found) -> list[dict]:
+    return [index._entity(i) for i in dict.fromkeys(i for _, _, ids in found for i in ids)]
+
+
+def _linking(index, toks, best, rule, others, field_name) -> Linking:
+    """Tied candidates in a fixed order (degree first: a weak prior), at most MAX_TIED."""
+    by_id: dict[str, tuple[int, int]] = {}
+    for s, e, i in best:
+        by_id.setdefault(i, (s, e))
+    order = sorted(by_id, key=lambda i: (-index.degree.get(i, 0), i))
+    choices = [
+        Choice(
+            [index._entity(i)],
+            [(toks[by_id[i][0]][1], toks[by_id[i][1] - 1][2])],
         )
-    if len(found) > 1:
-        listed = ", ".join(f"{r['name']} (id {r['id']})" for r in found[:8])
-        raise CprError(f"{mention!r} names several entities: {listed}; pass --entity ID")
-    return found[0]
+        for i in order[:MAX_TIED]
+    ]
+    notes = _also(others, field_name)
+    if len(choices) > 1:
+        listed = ", ".join(f"{c.topics[0]['name']} (id {c.topics[0]['id']})" for c in choices)
+        notes.append(f"the names tie between {listed}: the best-scoring path decides")
+    return Linking(choices, rule, notes, others)
 
 
 def link(
@@ -60,51 +242,16 @@ def link(
     entity: str | Sequence[str] | None = None,
     graph: str | None = None,
 ) -> tuple[list[dict], list[str]]:
-    """(topics [{id, name}], notes). --entity wins (an id, else an exact name; repeated
-    for a question with several topics), then
-    [bracketed] mentions, then the longest entity name found verbatim as whole words in the
-    question. graph: the dataset's fingerprint when the caller has read it (saves a query).
-    """
-    named = [entity] if isinstance(entity, str) else list(dict.fromkeys(entity or ()))
-    mentions = named or bracket_mentions(text)
-    # exact lookups need no index (one query each), unless one is built already
-    index = entity_index.get(store, dataset, graph, build_missing=not mentions)
-
-    def find(mention: str) -> list[dict]:
-        if index is None:
-            return _by_id_or_name(store, dataset, mention)
-        return index.by_id([mention]) or index.by_name(mention)
-
-    if mentions:
-        return [_one(find, dataset, m) for m in mentions], []
-    inside = _fulltext_inside(store, dataset, text) if index is None else index.verbatim(text)
-    return _longest(inside)
+    """(topics [{id, name}], notes) of the linker's first choice: for callers without a
+    search to break ties (tests, tools); `cpr ask` and `cpr calibrate` use `resolve`."""
+    found = resolve(store, dataset, text, entity, graph)
+    return found.topics, found.notes
 
 
 def linker(store: GraphStore, dataset: str, graph: str | None = None) -> str:
-    """How `link` finds names in question text for this dataset now: "all-names" (the
-    entity index) or "fulltext-50" (only names among the full-text index's best hits; the
-    only way before the index, and still for datasets too big for it). The two differ on a
-    few questions (3 of 2,000 MetaQA dev questions), so a calibration that links from the
-    text covers the linker it was made with: record it with the calibration."""
+    """How `resolve` finds names in question text for this dataset now: LINKER (the entity
+    index and the rules above) or "fulltext-50" (only names among the full-text index's
+    best hits, for datasets too big for the index). A calibration that links from the text
+    covers the linker it was made with: record it with the calibration."""
     indexed = entity_index.get(store, dataset, graph) is not None
-    return "all-names" if indexed else f"fulltext-{FULLTEXT_HITS}"
-
-
-def _longest(inside: list[dict]) -> tuple[list[dict], list[str]]:
-    """The longest name found (ties between entities refused), other names as a note."""
-    if not inside:
-        raise CprError(
-            "no entity of the graph found in the question: put its name in "
-            "[brackets] or pass --entity NAME"
-        )
-    longest = max(len(h["name"]) for h in inside)
-    best = [h for h in inside if len(h["name"]) == longest]
-    if len({h["id"] for h in best}) > 1:
-        listed = ", ".join(f"{h['name']} (id {h['id']})" for h in best[:8])
-        raise CprError(
-            f"the question names several entities equally well: {listed}; pass --entity ID"
-        )
-    others = sorted({h["name"] for h in inside} - {best[0]["name"]})
-    notes = [f"also matched: {', '.join(others[:5])} (use --entity to choose)"] if others else []
-    return [{"id": best[0]["id"], "name": best[0]["name"]}], notes
+    return LINKER if indexed else f"fulltext-{FULLTEXT_HITS}"

@@ -43,7 +43,9 @@ def _find(root: Path, patterns: Iterable[str], what: str) -> Path:
     raise BadInput(f"MetaQA {what} not found under {root} (looked for {', '.join(patterns)}[.gz])")
 
 
-def _questions(path: Path, hops: int, split: str) -> tuple[pl.DataFrame, list[Problem]]:
+def _questions(
+    path: Path, hops: int, split: str, plain: bool = False
+) -> tuple[pl.DataFrame, list[Problem]]:
     file = str(path)
     lines, problems = read_lines(path)
     rows, bad = split_fields(lines, "\t", ["text", "answers"], file)
@@ -59,6 +61,8 @@ def _questions(path: Path, hops: int, split: str) -> tuple[pl.DataFrame, list[Pr
         pl.lit(file).alias("_file"),
         pl.col("line").alias("_line"),
     )
+    if plain:  # as people type: no [brackets]; the gold topics stay, for evaluation
+        rows = rows.with_columns(pl.col("text").str.replace_all(r"[\[\]]", ""))
     ok = (pl.col("topics").list.len() > 0) & (pl.col("answers").list.len() > 0)
     bad += [
         Problem(file, line, "no [topic] mention in the question" if not t else "no answers")
@@ -73,11 +77,13 @@ def load_metaqa(
     splits: Iterable[str] = ("dev", "test"),
     strict: bool = False,
     kb: str = "bundled",
+    plain: bool = False,
 ) -> Dataset:
     """MetaQA from `root` (default: the bundled copy). Entity names are their ids.
 
     kb="matched": the variant named `metaqa-matched` (loaders/metaqa_matched.py), whose
-    1-hop test answers are in the KB no more often than dev's are."""
+    1-hop test answers are in the KB no more often than dev's are. plain=True: the variant
+    named `metaqa-plain`, its questions with the [brackets] removed (linked from the text)."""
     root = Path(root) if root is not None else bundled_root()
     if not root.is_dir():
         raise BadInput(f"MetaQA folder not found: {root}")
@@ -99,12 +105,15 @@ def load_metaqa(
         name, notes = "metaqa-matched", [note]
     elif kb != "bundled":
         raise BadInput(f"MetaQA KB variants: bundled, matched; got {kb!r}")
+    if plain:
+        name = f"{name}-plain"
 
     frames = [questions_frame()]
     for h in hops:
         for s in splits:
             patterns = [p.format(h=h, s=s) for p in _QA_FILES]
-            rows, bad = _questions(_find(root, patterns, f"{h}-hop {s} questions"), h, s)
+            found = _find(root, patterns, f"{h}-hop {s} questions")
+            rows, bad = _questions(found, h, s, plain)
             frames.append(rows.select(frames[0].columns))
             problems += bad
     questions = pl.concat(frames, how="vertical_relaxed")

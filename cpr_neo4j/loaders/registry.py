@@ -15,7 +15,7 @@ from cpr_neo4j.loaders.metaqa import load_metaqa
 from cpr_neo4j.loaders.nsm import load_nsm
 from cpr_neo4j.loaders.rog import load_rog
 
-KNOWN_DATASETS = ("metaqa", "metaqa-matched", "webqsp", "cwq", "webqsp-nsm")
+KNOWN_DATASETS = ("metaqa", "metaqa-matched", "metaqa-plain", "webqsp", "cwq", "webqsp-nsm")
 
 # The 250-question NSM-layout sample beside a source checkout (../shared/data/...), if present.
 NSM_SAMPLE = (
@@ -33,6 +33,8 @@ def load_dataset(
     source = Path(source) if source is not None else None
     if name == "metaqa":
         return load_metaqa(source, strict=strict, **opts)
+    if name == "metaqa-plain":  # questions as people type them: no [brackets]
+        return load_metaqa(source, strict=strict, plain=True, **opts)
     if name == "metaqa-matched":  # the KB without the 1-hop test answers' head start
         return load_metaqa(source, strict=strict, kb="matched", **opts)
     if name in ("webqsp", "cwq"):

@@ -12,7 +12,7 @@ from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.serve.graph import is_unavailable
 from cpr_neo4j.serve.schemas import AnswerOut, AskRequest, AskResponse, ErrorBody, PathEntity
 from cpr_neo4j.stages.ask import answer as answer_one
-from cpr_neo4j.stages.session import find_calibration, open_session
+from cpr_neo4j.stages.session import HTTP, find_calibration, open_session
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
@@ -93,6 +93,7 @@ def answer(
             risk=req.risk,
             allow_empty=req.allow_empty,
             grouped=not req.ungrouped,
+            fields=HTTP,
         )
         if writer is not None:
             session.save = writer.saver(store)
@@ -126,6 +127,7 @@ def answer(
         best_outside=out(r.best_outside) if r.best_outside else None,
         guarantee=r.guarantee,
         notes=list(r.notes),
+        linking=r.linking,
         ask_id=r.ask_id,
         browser_url=r.browser_url,
         cypher=r.cypher,

@@ -106,6 +106,10 @@ class AskResponse(BaseModel):
     )
     guarantee: str | None = Field(description="What the set promises; null: no guarantee.")
     notes: list[str]
+    linking: dict = Field(
+        default_factory=dict,
+        description="How the topics were found: rule, candidates searched, the one taken.",
+    )
     ask_id: str = Field(description="Id of the (:Ask) node recorded in Neo4j.")
     browser_url: str | None
     cypher: str

@@ -5,30 +5,25 @@ from __future__ import annotations
 
 import itertools
 import math
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import numpy as np
 
-from cpr_neo4j.config import local_server_settings
 from cpr_neo4j.conformal.guarantee import Threshold, cut_set
 from cpr_neo4j.conformal.threshold import percent
 from cpr_neo4j.errors import EMPTY_QUESTION, CprError, Unattainable
 from cpr_neo4j.graph import entity_index, records
-from cpr_neo4j.graph.linking import link
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.neo4j_server.browser import ask_link, ask_query
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.search.treeg import Retrieval
+from cpr_neo4j.stages.ask_record import browser_link, describe
+from cpr_neo4j.stages.ask_record import record as ask_record
+from cpr_neo4j.stages.linked import Linked, choose, link_text
 from cpr_neo4j.stages.retrieval import Retriever
 from cpr_neo4j.stages.scoring import answer_scores, columns
-from cpr_neo4j.stages.session import Session, check_linking, open_session
-from cpr_neo4j.text import cvt_label, is_mid, mask_question
-
-MAX_PATHS_RECORDED = 50  # answers whose best path is linked on the :Ask node (Browser view)
+from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session
 
 
 @dataclass
@@ -63,47 +58,38 @@ class AskResult:
     risk: str = "coverage"
     group: int = 0  # the question's group (the hop count of its best answer's path)
     allow_empty: bool = False
-
-
-def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
-    """`John Krasinski <-starred_actors- Away We Go -directed_by-> Sam Mendes`; an unnamed
-    Freebase CVT between two steps reads as its type (`[regular tv appearance]`)."""
-    parts = [names.get(chain[0], chain[0])]
-    steps = list(relpath)
-    for i, (step, entity) in enumerate(zip(steps, chain[1:], strict=True)):
-        arrow = f"-{step.relation}->" if step.forward else f"<-{step.relation}-"
-        name = names.get(entity, entity)
-        if i + 1 < len(steps) and name == entity and is_mid(entity):
-            name = cvt_label(step, steps[i + 1])
-        parts += [arrow, name]
-    return " ".join(parts)
-
-
-@dataclass
-class Linked:
-    topics: list[dict]  # [{id, name}]
-    notes: list[str]
-    masked: str  # the question with its topic mentions masked, as the scorer reads it
+    linking: dict = field(default_factory=dict)  # the linker's candidates, choice and rule
 
 
 Entity = str | Sequence[str] | None  # --entity, possibly repeated
 
 
 def link_question(session: Session, text: str, entity: Entity) -> Linked:
-    """Topic entities of one question, linked the way its calibration was."""
+    """Topic entities of one question, linked the way its calibration was; a question
+    whose names tie carries one choice per reading, for `search` to decide."""
     if not text or not text.strip():
         raise CprError(EMPTY_QUESTION)
-    check_linking(session.cal, entity)
-    topics, notes = link(session.store, session.dataset, text, entity, graph=session.graph)
-    return Linked(topics, notes, mask_question(text, [t["name"] for t in topics]))
+    option = session.fields["entity"]
+    check_linking(session.cal, entity, option)
+    return link_text(session.store, session.dataset, text, entity, session.graph, option)
+
+
+def search(session: Session, text: str, linked: Linked) -> tuple[Linked, Retrieval]:
+    """TreeG from each of the question's readings; the best-scoring one is taken."""
+    if len(linked.choices) == 1:
+        return linked, session.retriever.run(linked.masked, _topic_ids(linked), text)
+    found = session.retriever.run_many([(m, ids, text, None) for ids, m in linked.choices])
+    i, chosen = choose(linked, found)
+    if isinstance(found[i], CprError):
+        raise found[i]
+    return chosen, found[i]
 
 
 def answer(
     session: Session, text: str, entity: Entity = None, linked: Linked | None = None
 ) -> AskResult:
     """One question under an open session: link, search, cut, record an :Ask."""
-    linked = linked or link_question(session, text, entity)
-    retrieval = session.retriever.run(linked.masked, _topic_ids(linked), text)
+    linked, retrieval = search(session, text, linked or link_question(session, text, entity))
     return _finish(session, [_cut(session, text, linked, retrieval)])[0]
 
 
@@ -130,12 +116,18 @@ def _answer_chunk(session: Session, pending: list[tuple[str, Entity]]) -> list:
             linked[i] = link_question(session, text, entity)
         except CprError as exc:
             out[i] = exc
-    session.retriever.scorer.questions([x.masked for x in linked.values()])
-    found = session.retriever.run_many(
-        [(x.masked, _topic_ids(x), pending[i][0], None) for i, x in linked.items()]
-    )
+    session.retriever.scorer.questions([m for x in linked.values() for _, m in x.choices])
+    # every reading of every question in one lockstep search; ties decided per question
+    jobs = [(i, ids, m) for i, x in linked.items() for ids, m in x.choices]
+    found = session.retriever.run_many([(m, ids, pending[i][0], None) for i, ids, m in jobs])
+    per_q: dict[int, list] = {}
+    for (i, _, _), r in zip(jobs, found, strict=True):
+        per_q.setdefault(i, []).append(r)
     drafts: dict[int, Draft] = {}
-    for (i, x), retrieval in zip(linked.items(), found, strict=True):
+    for i in list(linked):
+        k, linked[i] = choose(linked[i], per_q[i])
+        retrieval = per_q[i][k]
+        x = linked[i]
         if isinstance(retrieval, CprError):
             out[i] = retrieval
             continue
@@ -148,6 +140,23 @@ def _answer_chunk(session: Session, pending: list[tuple[str, Entity]]) -> list:
     except CprError as exc:  # the chunk's shared lookup or write: none was recorded
         out.update(dict.fromkeys(drafts, exc))
     return [out[i] for i in range(len(pending))]
+
+
+def form_note(cal: dict, linked: Linked) -> list[str]:
+    """A note when the question names its topic unlike the calibration questions did: the
+    guarantee measured that linking on questions written the calibration's way."""
+    share, rule = cal.get("bracketed"), getattr(linked.linking, "rule", "")
+    if cal.get("linking") != TEXT or share is None or rule == "named":
+        return []
+    if rule == "bracketed" and share < 0.5:
+        return [f"the calibration's questions were plain text ({1 - share:.0%}); this one names "
+                "its topic in [brackets], which they did not"]  # fmt: skip
+    if rule != "bracketed" and share >= 0.5:
+        return [f"the calibration's questions named their topics in [brackets] ({share:.0%}); "
+                f"this one is linked from plain words, which its guarantee did not measure: "
+                f"calibrate a plain-text dataset for such questions (e.g. `cpr ingest "
+                f"metaqa-plain`)"]  # fmt: skip
+    return []
 
 
 def _topic_ids(linked: Linked) -> list[str]:
@@ -177,13 +186,15 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
     req, cal = session.request, session.cal
     cols = columns(retrieval, session.spec, bool(cal.get("topic_answers")))
     scores = answer_scores(cols, session.spec)
-    th = session.calibrated.threshold(req, cols.group)
-    notes = []
+    calibrated = session.calibrated_for(linked)
+    th = calibrated.threshold(req, cols.group)
+    notes = form_note(cal, linked)
     if not th.attainable:
         if not session.all_candidates:
             raise Unattainable(
                 f"alpha={req.alpha:g} cannot be honoured by calibration {cal['id']}: "
-                f"{th.why}; ask with a larger --alpha, or pass --all-candidates for every "
+                f"{th.why}; ask with a larger {session.fields['alpha']}, or set "
+                f"{session.fields['all_candidates']} for every "
                 "candidate without a guarantee"
             )
         notes.append(
@@ -219,7 +230,7 @@ def _finish(session: Session, drafts: list[Draft]) -> list[AskResult]:
             a.name = names.get(a.id, a.id)
             a.entity_names = [names.get(e, e) for e in a.entities]
             a.path = describe(d.relpaths[a.id], a.entities, names)
-    asks = [_record(session, d) for d in drafts]
+    asks = [ask_record(session, d) for d in drafts]
     if session.save is not None:
         for record in asks:
             session.save(record)
@@ -228,44 +239,14 @@ def _finish(session: Session, drafts: list[Draft]) -> list[AskResult]:
     return [_result(session, d, record["id"]) for d, record in zip(drafts, asks, strict=True)]
 
 
-def _record(session: Session, d: Draft) -> dict:
-    """The (:Ask) record of one drafted question (graph/records.py `save_asks`)."""
-    cal, req = session.cal, session.request
-    return {
-        "id": uuid.uuid4().hex[:12],
-        "dataset": session.dataset,
-        "props": {
-            "question": d.text,
-            "dataset": session.dataset,
-            "alpha": req.alpha,
-            "delta": req.pac,
-            "risk": req.risk,
-            "tau": d.threshold.value,
-            "group": d.threshold.group,
-            "allow_empty": req.allow_empty,
-            "guaranteed": d.guaranteed,
-            "n": d.threshold.n,
-            "model_id": cal["model"],
-            "calibration_id": cal["id"],
-            "answer_count": len(d.answers),
-            "created": datetime.now(timezone.utc).isoformat(),
-        },
-        "topics": _topic_ids(d.linked),
-        "answers": [
-            {"id": a.id, "rank": a.rank, "cost": a.cost, "path": a.path}
-            | (_hops(a, d.relpaths[a.id]) if a.rank <= MAX_PATHS_RECORDED else {})
-            for a in d.answers
-        ],
-    }
-
-
 def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
     cal, req = session.cal, session.request
     notes = (
         list(d.linked.notes) + d.notes + ([session.no_guarantee] if session.no_guarantee else [])
     )
     url, cypher = browser_link(session.store, ask_id)
-    sentence = session.calibrated.sentence(req, d.threshold) if d.guaranteed else None
+    calibrated = session.calibrated_for(d.linked)
+    sentence = calibrated.sentence(req, d.threshold) if d.guaranteed else None
     return AskResult(
         d.text,
         session.dataset,
@@ -286,28 +267,8 @@ def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
         req.risk,
         d.threshold.group,
         req.allow_empty,
+        d.linked.record(),
     )
-
-
-def _hops(a: Answer, relpath) -> dict:
-    """The answer's best path for its record: entity ids (topic first), each hop's type and
-    way, so the Browser view shows exactly the hops TreeG took."""
-    return {
-        "nodes": a.entities,
-        "rels": [step.relation for step in relpath],
-        "forward": [bool(step.forward) for step in relpath],
-    }
-
-
-def browser_link(store: GraphStore, ask_id: str) -> tuple[str | None, str]:
-    """(Neo4j Browser link with the connection filled in, when the local server is the one
-    in use; the Cypher to paste)."""
-    local = local_server_settings()
-    url = None
-    if local and store.settings.uri == local["uri"]:
-        user = local.get("username", "neo4j")
-        url = ask_link(local["http"], local["uri"], ask_id, user, store.database or "neo4j")
-    return url, ask_query(ask_id)
 
 
 def ask(

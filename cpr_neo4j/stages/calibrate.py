@@ -22,7 +22,7 @@ from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA, Calibrated, population_
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
-from cpr_neo4j.graph.linking import link, linker
+from cpr_neo4j.graph.linking import linker
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import SUBGRAPH, resolve_scope
@@ -31,9 +31,12 @@ from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary as canary_mod
 from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.stages.linked import link_readings as link_text
+from cpr_neo4j.stages.linked import linking_accuracy, search_readings
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
 from cpr_neo4j.stages.scoring import answer_scores, columns, default_spec, fit_temperature
-from cpr_neo4j.text import mask_question
+from cpr_neo4j.stages.session import NAMED
+from cpr_neo4j.text import bracket_mentions
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 # Topic entities of calibration questions: TEXT links the question text as `cpr ask` does
@@ -42,6 +45,7 @@ DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 TEXT, GOLD, AUTO = "text", "gold", "auto"
 MIN_TEXT_LINKING = 0.5
 FIT_QUESTIONS = 200  # training questions a temperature is fitted on when the model has none
+ACCURACY_QUESTIONS = 500  # training questions text linking is measured on (--linking auto)
 
 
 @dataclass
@@ -139,48 +143,45 @@ def calibrate(
     if not cal:
         raise CprError(f"model {model_id} lists no calibration questions present in {dataset!r}")
     graph = fingerprint.current(store, dataset)
-    linked = {q.id: link_text(store, dataset, q.text, graph) for q in cal}
-    accuracy = sum(set(linked[q.id][0]) == set(q.topics) for q in cal) / len(cal)
+    # text or gold linking is decided on training questions, never on the calibration share
+    accuracy = linking_accuracy(store, dataset, meta, graph, ACCURACY_QUESTIONS)
     # no `cpr ask` runs inside a question's own subgraph: AUTO takes the dataset's topics there
     mode = choose_linking(GOLD if scope == SUBGRAPH and linking == AUTO else linking, accuracy)
-    inputs = {
-        q.id: linked[q.id] if mode == TEXT else (q.topics, q.masked) for q in cal
-    }  # (topic ids, masked text): what `cpr ask` would search from
+    gold_in = {q.id: ([(q.topics, q.masked)]) for q in cal}
+    linked = {q.id: link_text(store, dataset, q.text, graph) for q in cal} if mode == TEXT else {}
+    inputs = {qid: linked[qid] if mode == TEXT else gold_in[qid] for qid in gold_in}
     # one neighbour cache across the calibration questions: they share hubs
     shared = CachedAdjacency(Neo4jNeighbours(store, dataset, settings.fanout_cap))
     retriever = Retriever(store, dataset, scorer, settings, hints, shared)
     spec, spec_note = score_spec(store, retriever, meta)
     on_questions(len(cal))
-    scorer.questions([m for t, m in inputs.values() if t])  # one embedding batch
-    retriever.prefetch([(m, t, qid) for qid, (t, m) in inputs.items()])  # hints: one batch
-    qidx, score, gold, groups, n_gold, canary = [], [], [], [], [], []
+    scorer.questions([m for c in inputs.values() for _, m in c])  # one embedding batch
+    retriever.prefetch([(m, t, qid) for qid, c in inputs.items() for t, m in c if t])
+    rows, named, canary, taken = [], [], [], {}
     for i, q in enumerate(cal):
-        topics, masked = inputs[q.id]
-        if topics:
-            found = retriever.run(masked, topics, q.text, q.id)
-            if len(canary) < canary_mod.QUESTIONS and found.candidates():
-                canary.append(canary_mod.entry(scorer, masked, found))
-            cols = columns(found, spec, topic_answers)
-            s = answer_scores(cols, spec)
-            answers = set(q.answers)
-            qidx.append(np.full(len(s), i))
-            score.append(s)
-            gold.append(np.fromiter(map(answers.__contains__, cols.ids), bool, len(s)))
-            groups.append(cols.group)
-        else:  # linking failed: a miss, in no group of its own
-            groups.append(0)
-        n_gold.append(len(set(q.answers)))
+        found, taken[q.id] = search_readings(retriever, inputs[q.id], q)
+        if found is not None and len(canary) < canary_mod.QUESTIONS and found.candidates():
+            canary.append(canary_mod.entry(scorer, taken[q.id][1], found))
+        t_a = topic_answers
+        rows.append(_row(found, q, i, spec, t_a))
+        if mode == TEXT:  # the curves for a user who names the topic (`--entity`)
+            same = set(taken[q.id][0]) == set(q.topics)
+            named.append(
+                rows[-1]
+                if same
+                else _row(
+                    search_readings(retriever, gold_in[q.id], q)[0], q, i, spec, topic_answers
+                )
+            )
         tick()
-    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dt)  # noqa: E731
+    cal_accuracy = sum(set(taken[q.id][0]) == set(q.topics) for q in cal) / len(cal)
     hop_counts = sorted({q.hops for q in cal if q.hops is not None})
     node = {"n": len(cal), "dataset": dataset, "hop_counts": hop_counts}
-    calibrated = Calibrated.from_flat(
-        cat(qidx, np.int64),
-        cat(score, float),
-        cat(gold, bool),
-        np.array(n_gold),
-        np.array(groups),
-        population_of(node),
+    calibrated = _calibrated(rows, cal, node)
+    named_props = (
+        {f"{NAMED}{k}": v for k, v in _calibrated(named, cal, node).to_props().items()}
+        if mode == TEXT
+        else {}
     )
     # the texts embedded here are what `cpr ask` meets: keep them for later processes
     scorer.encoder.save(*scorer.embedded())
@@ -199,6 +200,7 @@ def calibrate(
             "hop_counts": hop_counts,
             "scores": np.sort(calibrated.scores).tolist(),
             **calibrated.to_props(),
+            **named_props,
             "score_family": json.dumps(spec, sort_keys=True),
             "score_note": spec_note,
             "recall": recall,
@@ -209,7 +211,11 @@ def calibrate(
             "device": str(getattr(scorer, "device", "cpu")),
             "linking": mode,
             "linker": linker(store, dataset, graph) if mode == TEXT else None,
-            "linking_accuracy": accuracy,
+            "linking_accuracy": accuracy,  # on training questions: what decided the mode
+            "linking_accuracy_calibration": cal_accuracy,
+            # how the calibration questions name their topics: `cpr ask` notes a question
+            # written the other way (plain words under a [bracketed] calibration)
+            "bracketed": sum(bool(bracket_mentions(q.text)) for q in cal) / len(cal),
             "scope": scope,
             "topic_answers": topic_answers,
             "graph_fingerprint": graph,
@@ -245,15 +251,28 @@ def calibrate(
     )
 
 
-def link_text(
-    store: GraphStore, dataset: str, text: str, graph: str | None = None
-) -> tuple[list[str], str]:
-    """(topic ids, masked question) as `cpr ask` finds them; ([], text) when linking fails."""
-    try:
-        topics, _ = link(store, dataset, text, graph=graph)
-    except CprError:
-        return [], text
-    return [t["id"] for t in topics], mask_question(text, [t["name"] for t in topics])
+def _row(found, q, i: int, spec: dict, topic_answers: bool) -> tuple:
+    """(question index, answer scores, gold mask, group) of one calibration question; a
+    question without candidates is a miss in no group of its own (group 0)."""
+    if found is None:
+        return (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool), 0)
+    cols = columns(found, spec, topic_answers)
+    s = answer_scores(cols, spec)
+    answers = set(q.answers)
+    gold = np.fromiter(map(answers.__contains__, cols.ids), bool, len(s))
+    return (np.full(len(s), i), s, gold, cols.group)
+
+
+def _calibrated(rows: list[tuple], cal: list, node: dict) -> Calibrated:
+    cat = lambda k, dt: np.concatenate([r[k] for r in rows]) if rows else np.zeros(0, dt)  # noqa: E731
+    return Calibrated.from_flat(
+        cat(0, np.int64),
+        cat(1, float),
+        cat(2, bool),
+        np.array([len(set(q.answers)) for q in cal]),
+        np.array([r[3] for r in rows]),
+        population_of(node),
+    )
 
 
 def choose_linking(asked: str, accuracy: float) -> str:

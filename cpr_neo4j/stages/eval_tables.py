@@ -28,7 +28,7 @@ from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.stages import questions as qsel
-from cpr_neo4j.stages.calibrate import AUTO, TEXT, choose_linking, link_text
+from cpr_neo4j.stages.calibrate import AUTO, TEXT, choose_linking, link_text, search_readings
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.scoring import columns
 from cpr_neo4j.stages.workers import interleave, run_shares, share_store
@@ -82,8 +82,7 @@ def question_sets(
 class Inputs:
     """Per question what search starts from: topic ids and the masked text."""
 
-    topics: dict[str, list[str]]
-    masked: dict[str, str]
+    choices: dict[str, list[tuple[list[str], str]]]  # question id -> readings searched
     mode: str  # TEXT or GOLD
     accuracy: float  # share of calibration questions whose text links to the gold topics
 
@@ -95,13 +94,12 @@ def search_inputs(
     text finds their gold topics for at least half of them."""
     everyone = cal + target
     text = {q.id: link_text(store, dataset, q.text, graph) for q in everyone}
-    accuracy = sum(set(text[q.id][0]) == set(q.topics) for q in cal) / max(len(cal), 1)
+    hit = [any(set(t) == set(q.topics) for t, _ in text[q.id]) for q in cal]
+    accuracy = sum(hit) / max(len(cal), 1)
     mode = choose_linking(linking or AUTO, accuracy)
     if mode == TEXT:
-        return Inputs({k: t for k, (t, _) in text.items()}, {k: m for k, (_, m) in text.items()},
-                      mode, accuracy)  # fmt: skip
-    return Inputs({q.id: q.topics for q in everyone}, {q.id: q.masked for q in everyone}, mode,
-                  accuracy)  # fmt: skip
+        return Inputs(text, mode, accuracy)
+    return Inputs({q.id: [(q.topics, q.masked)] for q in everyone}, mode, accuracy)
 
 
 def tables(
@@ -126,11 +124,9 @@ def tables(
             r = Retriever(mine, dataset, scorer, settings, hints, source)
             b = TableBuilder(T)
             for q in qs[k::n]:
-                topics, masked = inputs.topics[q.id], inputs.masked[q.id]
-                if topics:
-                    cols = columns(
-                        r.run(masked, topics, q.text, q.id), spec, settings.topic_answers
-                    )
+                found, _ = search_readings(r, inputs.choices[q.id], q)
+                if found is not None:
+                    cols = columns(found, spec, settings.topic_answers)
                     ids, cost, sur, group = cols.ids, cols.cost, cols.surprisal, cols.group
                 else:  # linking failed: no candidates, a miss
                     ids, cost, sur, group = [], np.zeros(0), np.zeros(0), 0

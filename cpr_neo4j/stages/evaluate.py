@@ -160,12 +160,12 @@ def run(
     for method in s.methods:
         name = METHODS[method]
         scorer, used[name] = _scorer(store, method, meta, say)
-        scorer.questions([inputs.masked[q.id] for q in everyone])
+        scorer.questions([m for q in everyone for _, m in inputs.choices[q.id]])
         fit = Retriever(store, s.dataset, scorer, settings, s.hints)
         spec, how = score_spec(store, fit, meta if method == "cpr" else _fit_only(meta))
         specs[name] = spec
         notes.append(f"{name}: score {spec['family']} at T = {spec['T']:.4g} ({how})")
-        fit.prefetch([(inputs.masked[q.id], inputs.topics[q.id], q.id) for q in everyone])
+        fit.prefetch([(m, t, q.id) for q in everyone for t, m in inputs.choices[q.id] if t])
         tick = step(name, len(everyone))
         table = et.tables(
             store, s.dataset, scorer, settings, spec, everyone, inputs, s.hints, s.workers, tick

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from cpr_neo4j.conformal.guarantee import (
     DEFAULT_DELTA,
@@ -25,6 +26,10 @@ from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
 
+# How a message names the options a user can change: CLI flags, or the HTTP request's fields
+CLI = {"entity": "--entity", "alpha": "--alpha", "all_candidates": "--all-candidates",
+       "allow_stale": "--allow-stale"}  # fmt: skip
+HTTP = {k: f"the `{k}` field" for k in CLI}
 GOLD, TEXT = "gold", "text"  # as stages.calibrate (not imported: it pulls in training)
 PINNED = (
     "hops",
@@ -52,6 +57,16 @@ class Session:
     # Writes an :Ask record; `cpr serve` passes one that commits concurrent asks together.
     save: Callable[[dict], None] | None = None
     graph: str = ""  # the dataset's fingerprint when the session opened
+    fields: dict = field(default_factory=lambda: CLI)  # how messages name options (HTTP)
+    # a text-linked calibration's curves for questions whose topics the user names
+    named: Calibrated | None = None
+
+    def calibrated_for(self, linked: Any) -> Calibrated:
+        """The curves that cover this question: the named-topic ones when the user named
+        its topics under a text-linked calibration, else the calibration's own."""
+        if self.named is not None and getattr(linked.linking, "rule", "") == "named":
+            return self.named
+        return self.calibrated
 
 
 _CALIBRATED: dict[str, Calibrated] = {}  # by "id@created": rebuilt once per process
@@ -92,13 +107,21 @@ def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
         )
 
 
-def calibrated_of(cal: dict) -> Calibrated:
-    key = f"{cal['id']}@{cal.get('created')}"
+NAMED = "named_"  # prefix of a text-linked calibration's curves for named topics
+
+
+def calibrated_of(cal: dict, named: bool = False) -> Calibrated:
+    key = f"{cal['id']}@{cal.get('created')}" + (":named" if named else "")
     if key not in _CALIBRATED:
         if len(_CALIBRATED) > 32:
             _CALIBRATED.clear()
-        _CALIBRATED[key] = Calibrated.from_node(cal)
+        node = {**cal, **{k[len(NAMED) :]: v for k, v in cal.items() if k.startswith(NAMED)}}
+        _CALIBRATED[key] = Calibrated.from_node(node if named else cal)
     return _CALIBRATED[key]
+
+
+def has_named(cal: dict) -> bool:
+    return cal.get("linking") == TEXT and f"{NAMED}q_scores" in cal
 
 
 def open_session(
@@ -118,9 +141,12 @@ def open_session(
     risk: str = "coverage",
     allow_empty: bool = False,
     grouped: bool = True,
+    fields: dict | None = None,
 ) -> Session:
     """Check the request against the calibration that serves it (`cal`: already read by
-    the caller); errors before any search. delta 0 or None: the marginal guarantee."""
+    the caller); errors before any search. delta 0 or None: the marginal guarantee.
+    fields: how messages name the options (CLI flags by default; HTTP for `cpr serve`)."""
+    fields = fields or CLI
     dataset = pick_dataset(store, dataset, model_id)
     cal = cal or find_calibration(store, dataset, model_id, hops_filter)
     req = request(alpha, delta, risk, allow_empty, grouped)
@@ -144,8 +170,8 @@ def open_session(
     if stale and not allow_stale:
         raise StaleCalibration(
             f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
-            f"`cpr calibrate {dataset}` again (or pass --allow-stale to answer without a "
-            "guarantee)"
+            f"`cpr calibrate {dataset}` again (or set {fields['allow_stale']} to answer "
+            "without a guarantee)"
         )
     calibrated = calibrated_of(cal)
     scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
@@ -160,23 +186,38 @@ def open_session(
     )
     spec = json.loads(cal["score_family"])
     retriever = Retriever(store, dataset, scorer, wanted, hints)
+    named = calibrated_of(cal, named=True) if has_named(cal) else None
     return Session(
-        store, dataset, cal, calibrated, req, spec, retriever, note, all_candidates, graph=graph
+        store,
+        dataset,
+        cal,
+        calibrated,
+        req,
+        spec,
+        retriever,
+        note,
+        all_candidates,
+        graph=graph,
+        fields=fields,
+        named=named,
     )
 
 
-def check_linking(cal: dict, entity: object) -> None:
-    """The guarantee covers the linking the calibration used: refuse the other one."""
+def check_linking(cal: dict, entity: object, field: str = "--entity") -> None:
+    """The guarantee covers the linking the calibration used: a gold-linked one covers
+    named topics only; a text-linked one covers the question text, and named topics too
+    when it stored curves for them (`cpr calibrate` does since they exist)."""
     calibrated = cal.get("linking") or GOLD
     if not entity and calibrated == GOLD:
         raise Conflict(
             f"calibration {cal['id']} used the dataset's gold topic entities, so it covers "
-            "questions asked with --entity: pass --entity, or run `cpr calibrate "
-            f"{cal.get('dataset')} --linking text` to cover linking from the question text"
+            f"questions whose topic entity is named: give {field} (a name or an id), or run "
+            f"`cpr calibrate {cal.get('dataset')} --linking text` to cover linking from the "
+            "question text"
         )
-    if entity and calibrated == TEXT:
+    if entity and calibrated == TEXT and not has_named(cal):
         raise Conflict(
-            f"calibration {cal['id']} links topic entities from the question text, as `cpr "
-            "ask` does without --entity: drop --entity (name the entity in [brackets]), or "
-            f"run `cpr calibrate {cal.get('dataset')} --linking gold`"
+            f"calibration {cal['id']} links topic entities from the question text and "
+            f"predates the curves for named topics: ask without {field} (the text is "
+            f"linked), or run `cpr calibrate {cal.get('dataset')}` again"
         )

@@ -1,0 +1,60 @@
+"""The linker's tests on names (graph/linking.py's rules 2 and 3): which names are weak
+(everyday or relation words), which are written as the question writes them, and which
+names a question writes only in part."""
+
+from __future__ import annotations
+
+import math
+
+from cpr_neo4j.graph import entity_index
+from cpr_neo4j.graph.entity_index import EntityIndex
+
+MIN_PARTIAL = 0.3  # rarity-weighted share of a name's words a partial match must hold
+# one-word names that are everyday words say little on their own ("Up", "Her", "It")
+_EVERYDAY = """
+a an and are as at be by did do does for from had has have he her him his how i in is it
+its me my of on or she that the their them they this to up was we were what when where
+which who whom whose why will with you your film films movie movies speak spoken play
+played name kind type
+"""
+STOPWORDS = frozenset(_EVERYDAY.split())
+
+
+def weak(index: EntityIndex, words: list[str]) -> bool:
+    """Only everyday words or words of the graph's relation names ("language", "children",
+    "currency used"): more likely the question's relation than its topic."""
+    return all(
+        w in STOPWORDS or w.isdigit() or entity_index.stem(w)[:5] in index.relation_prefixes
+        for w in words
+    )
+
+
+def written_as(index: EntityIndex, text: str, toks, match) -> bool:
+    s, e, i = match
+    surface = entity_index.stripped(text[toks[s][1] : toks[e - 1][2]])
+    return surface == entity_index.stripped(index.name_of[i] or "")
+
+
+def partial(index: EntityIndex, folded: list[str]) -> list[tuple[int, int, str]]:
+    """Rule 3: names sharing rare words with the question, by the rarity of the words
+    shared times the share of the name they make (a name written only in part)."""
+    n = max(len(index), 2)
+    weight = lambda w: math.log(n / index.names_with.get(w, 1))  # noqa: E731
+    scored = []
+    where: dict[str, int] = {}
+    for p, w in enumerate(folded):
+        where.setdefault(w, p)
+    for key in index.partial(folded):
+        words = set(key.split(" "))
+        shared = words & where.keys()  # every word the two share, rare or not
+        if weak(index, list(shared)):
+            continue
+        got = sum(weight(w) for w in shared)
+        share = got / sum(weight(w) for w in words)
+        if share >= MIN_PARTIAL:
+            at = [where[w] for w in shared]
+            scored.append((round(got * share, 9), key, min(at), max(at) + 1))
+    if not scored:
+        return []
+    top = max(s[0] for s in scored)
+    return [(s, e, i) for sc, key, s, e in scored if sc == top for i in index.key_ids(key)]

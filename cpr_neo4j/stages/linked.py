@@ -1,0 +1,130 @@
+"""Linking a question for search, the same way at calibration and at ask time.
+
+graph/linking.py proposes one or more ways to read the question (ties its names cannot
+break); here each is searched and the one whose best path scores best is taken. Because
+`cpr calibrate --linking text` calls the same `link_text` + `choose` as `cpr ask`, the
+guarantee covers these choices, ties included."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cpr_neo4j.errors import CprError
+from cpr_neo4j.graph.linking import Choice, Linking, resolve
+from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.text import MASK, mask_question
+
+
+@dataclass
+class Linked:
+    topics: list[dict]  # [{id, name}] of the choice taken
+    notes: list[str]
+    masked: str  # the question with its topic mentions masked, as the scorer reads it
+    choices: list[tuple[list[str], str]] = field(default_factory=list)  # (ids, masked) each
+    linking: Linking | None = None
+    taken: int = 0  # the choice taken (the search decides between tied ones)
+
+    def record(self) -> dict:
+        how = "best-scoring path" if len(self.choices) > 1 else None
+        return self.linking.record(self.taken, how) if self.linking else {}
+
+
+def masked_text(text: str, choice: Choice) -> str:
+    """The question with the words the linker used for its topics replaced by MASK; a
+    choice without spans (named entities) masks the names wherever the text has them."""
+    if not choice.mentions:
+        return mask_question(text, [t["name"] for t in choice.topics if t.get("name")])
+    out, last = [], 0
+    for start, end in sorted(choice.mentions):
+        if start >= last:
+            out += [text[last:start], MASK]
+            last = end
+    return mask_question("".join(out) + text[last:])
+
+
+def from_linking(text: str, found: Linking) -> Linked:
+    choices = [([t["id"] for t in c.topics], masked_text(text, c)) for c in found.choices]
+    return Linked(found.topics, list(found.notes), choices[0][1], choices, found)
+
+
+def link_text(
+    store: GraphStore,
+    dataset: str,
+    text: str,
+    entity: str | Sequence[str] | None = None,
+    graph: str | None = None,
+    field_name: str = "--entity",
+) -> Linked:
+    return from_linking(text, resolve(store, dataset, text, entity, graph, field_name))
+
+
+def best_cost(retrieval) -> float:
+    """The cost of the retrieval's best candidate path that reaches an entity."""
+    costs = [c.cost for c in retrieval.candidates() if len(c.ends)]
+    return min(costs) if costs else math.inf
+
+
+def choose(linked: Linked, retrievals: list) -> tuple[int, Linked]:
+    """(index of the choice taken, the Linked for it): the best-scoring path decides, ties
+    by the linker's order (degree, then id). A choice whose search failed (a CprError in
+    its place) is not taken while another succeeded."""
+    if len(retrievals) == 1:
+        return 0, linked
+    costs = [math.inf if isinstance(r, CprError) else best_cost(r) for r in retrievals]
+    i = min(range(len(costs)), key=lambda k: (costs[k], k))
+    c = linked.linking.choices[i]
+    name = ", ".join(t["name"] or t["id"] for t in c.topics)
+    others = [
+        ", ".join(t["name"] or t["id"] for t in o.topics)
+        for j, o in enumerate(linked.linking.choices)
+        if j != i
+    ]
+    notes = [n for n in linked.notes if "the best-scoring path decides" not in n]
+    notes.append(
+        f"the question's names fit {len(costs)} entities equally well; took {name} (its best "
+        f"path scored best), not {'; '.join(others)}: name the one you mean to choose another"
+    )
+    return i, Linked(c.topics, notes, linked.choices[i][1], linked.choices, linked.linking, i)
+
+
+def search_readings(retriever, choices: list, q) -> tuple:
+    """(retrieval, (topic ids, masked) taken) as `cpr ask` searches: ties between readings
+    decided by the best-scoring path (stages/linked.py); (None, ([], text)) unlinked."""
+    choices = [c for c in choices if c[0]]
+    if not choices:
+        return None, ([], q.text)
+    found = [retriever.run(m, t, q.text, q.id) for t, m in choices]
+    i = min(range(len(found)), key=lambda k: (best_cost(found[k]), k))
+    return found[i], choices[i]
+
+
+def link_readings(
+    store: GraphStore, dataset: str, text: str, graph: str | None = None
+) -> list[tuple[list[str], str]]:
+    """The (topic ids, masked question) readings `cpr ask` would search; [] when linking
+    fails (a miss at calibration, as the refusal is at ask time)."""
+    try:
+        return link_text(store, dataset, text, graph=graph).choices
+    except CprError:
+        return []
+
+
+def linking_accuracy(store: GraphStore, dataset: str, meta: dict, graph: str, most: int) -> float:
+    """Share of (up to `most`) training questions whose text links to their
+    gold topics, ties counted as a hit when the gold topics are among the readings (the
+    search decides those): what `--linking auto` decides on."""
+    pool = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"))
+    held = set(meta["calibration_ids"])
+    pool = [q for q in pool if q.id not in held]
+    if not pool:
+        return 0.0
+    sample = random.Random(2).sample(pool, min(most, len(pool)))
+    hit = [
+        any(set(t) == set(q.topics) for t, _ in link_readings(store, dataset, q.text, graph))
+        for q in sample
+    ]
+    return sum(hit) / len(sample)
