@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -72,8 +73,8 @@ def outcome(index, text, gold: set[str], old: bool) -> tuple[str, list[list[str]
         else:
             found = linking.resolve(None, "d", text, index=index)
             choices = [[t["id"] for t in c.topics] for c in found.choices]
-    except CprError as exc:
-        return "refused: " + str(exc).split(":")[0], []
+    except CprError as exc:  # the kind of refusal, without the names it quotes
+        return "refused: " + re.sub(r"'[^']*'|\"[^\"]*\"", "NAME", str(exc).split(":")[0]), []
     if len(choices) == 1:
         return ("correct" if set(choices[0]) == gold else "wrong"), choices
     hit = any(set(c) == gold for c in choices)
@@ -117,12 +118,15 @@ def main() -> None:
     ds = load_triples("webqsp-names", root / "triples.tsv", questions=root / "questions.jsonl")
     index, adj = index_of(ds)
     wanted = set(a.split.split(","))
-    counts, bad, n = Counter(), [], 0
+    counts, bad, n, ceiling, reached = Counter(), [], 0, 0, 0
     for qid, text, topics, answers in ds.questions.select("id", "text", "topics", "answers").rows():
         if split_of(qid) not in wanted:
             continue
         n += 1
+        ceiling += any(set(answers) & within(adj, t, a.hops) for t in topics)
         o, ch = outcome(index, text, set(topics), a.old)
+        reaches = [any(set(answers) & within(adj, e, a.hops) for e in c) for c in ch]
+        reached += bool(reaches) and all(reaches)  # a tie counts only if every reading reaches
         if o not in ("correct",) and ch:
             reach = [c for c in ch if any(set(answers) & within(adj, e, a.hops) for e in c)]
             if o == "wrong" and reach:
@@ -133,6 +137,8 @@ def main() -> None:
         if o not in ("correct", "another entity, answer reachable"):
             bad.append((text, topics, o, ch[:3]))
     print(f"webqsp-names {a.split} ({n} questions): {dict(counts.most_common())}")
+    print(f"  the gold topic itself reaches a gold answer within {a.hops} hops: {ceiling}")
+    print(f"  the linked entity (every reading of a tie) reaches one: {reached}")
     for b in bad[: a.show]:
         print("   ", b)
 

@@ -149,8 +149,15 @@ def calibrate(
     how = {TEXT: "linked from the question text, as `cpr ask` does", GOLD: "the gold ones"}
     console.print(
         f"entity linking: the question text finds the gold topic entities for "
-        f"{result.linking_accuracy:.1%} of calibration questions; calibrated with topic "
-        f"entities {how[result.linking]}"
+        f"{result.linking_accuracy:.1%} of up to 500 training questions (what --linking auto "
+        f"decides on; a tie counts when the search could take the gold one); calibrated with "
+        f"topic entities {how[result.linking]}"
+        + (
+            f" (the search took the gold ones for {result.linked_calibration:.1%} of "
+            "calibration questions)"
+            if result.linking == TEXT
+            else ""
+        )
         + (" (so `cpr ask` needs --entity)" if result.linking == GOLD else "")
     )
     nxt = f'cpr ask "..." --dataset {dataset} --alpha 0.1'

@@ -57,11 +57,12 @@ class CalibrationResult:
     calibrated: Calibrated
     delta: float | None
     linking: str = GOLD
-    linking_accuracy: float = 1.0
+    linking_accuracy: float = 1.0  # on training questions (what `auto` decides on)
     scope: str = "graph"
     spec: dict = field(default_factory=dict)
     groups: dict[int, int] = field(default_factory=dict)  # group -> calibration questions
     warnings: list[str] = field(default_factory=list)
+    linked_calibration: float = 1.0  # share of calibration questions linked to gold topics
 
 
 def resolve_model(
@@ -248,6 +249,7 @@ def calibrate(
         spec,
         {int(g): int(c) for g, c in counts.items()},
         warnings,
+        cal_accuracy,
     )
 
 
