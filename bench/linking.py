@@ -87,6 +87,7 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=600)
     ap.add_argument("--split", default="train,dev", help="webqsp-names splits (hash 70/10/20)")
     ap.add_argument("--hops", type=int, default=2)
+    ap.add_argument("--metaqa-split", default="test", choices=["dev", "test"])
     ap.add_argument("--old", action="store_true", help="needs /tmp/oldlink/oldlink/*.py")
     ap.add_argument("--show", type=int, default=0, help="print N failures")
     a = ap.parse_args()
@@ -95,7 +96,7 @@ def main() -> None:
     if a.dataset == "metaqa":
         from cpr_neo4j.loaders.metaqa import load_metaqa
 
-        ds = load_metaqa(splits=("test",))
+        ds = load_metaqa(splits=(a.metaqa_split,))
         index, _ = index_of(ds)
         rows = ds.questions.select("text", "topics").rows()
         random.seed(0)
@@ -108,7 +109,8 @@ def main() -> None:
                 counts[o] += 1
                 if o != "correct":
                     bad.append((t, topics, o, ch[:3]))
-            print(f"metaqa test, {len(rows)} questions, {form}: {dict(counts.most_common())}")
+            got = dict(counts.most_common())
+            print(f"metaqa {a.metaqa_split}, {len(rows)} questions, {form}: {got}")
             for b in bad[: a.show]:
                 print("   ", b)
         return

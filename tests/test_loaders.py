@@ -444,3 +444,17 @@ def test_metaqa_matched_thins_only_test_only_answer_triples_to_devs_rate():
     print(f"\n1-hop reachable: dev {dev_reach:.4f}; test {test_before:.4f} -> {test_after:.4f}")
     assert reach(before, "dev") == dev_reach  # dev untouched
     assert test_before > 0.999 and abs(test_after - dev_reach) < 0.01
+
+
+def test_metaqa_plain_is_metaqa_without_brackets_and_with_its_gold_topics():
+    from cpr_neo4j.loaders import load_dataset
+
+    plain = load_dataset("metaqa-plain", hops=(2,), splits=("test",))
+    bracketed = load_dataset("metaqa", hops=(2,), splits=("test",))
+    assert plain.name == "metaqa-plain" and bracketed.name == "metaqa"
+    p = plain.questions.sort("id").select("id", "text", "topics", "answers").rows()
+    b = bracketed.questions.sort("id").select("id", "text", "topics", "answers").rows()
+    assert len(p) == len(b) == 14_872
+    assert not any("[" in text or "]" in text for _, text, _, _ in p)
+    for (pi, pt, ptop, pa), (bi, bt, btop, ba) in zip(p, b, strict=True):
+        assert (pi, ptop, pa) == (bi, btop, ba) and pt == bt.replace("[", "").replace("]", "")

@@ -246,7 +246,7 @@ def test_entity_may_be_a_list(client, asked):
     assert r.json()["guarantee"]
     r = ask(client, asked, question="what movies did tom hanks star in")  # two ids match
     assert r.status_code == 200, r.text  # the search decides; the answer says so
-    assert any("took" in n and "name the one you mean" in n for n in r.json()["notes"])
+    assert any("took" in n and "give the `entity` field its id" in n for n in r.json()["notes"])
 
 
 def test_a_fixed_hop_calibration_without_hops_is_409(client, store, fixed_hop_only):

@@ -35,6 +35,7 @@ from cpr_neo4j.text import bracket_mentions
 
 _LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
 FULLTEXT_HITS = 50  # full-text hits checked for whole-word containment (no index only)
+RUNNERS_UP = 0  # readings beyond the tied ones handed to the search too (bench/linking_search.py)
 MAX_TIED = 4  # candidates searched from when the names cannot decide
 LINKER = "names-v2"  # recorded with a text-linked calibration: the rules above
 
@@ -208,19 +209,30 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
             best, rule = exact, "exact case"
     taken = {i for _, _, i in best}
     others = [o for o in _ids(index, found) if o["id"] not in taken]
-    return _linking(index, toks, best, rule, others, field_name)
+    extra = []
+    if RUNNERS_UP:  # other names found, then names written in part: the search decides
+        rest = sorted(
+            ((s, e, i) for s, e, ids in kept for i in ids if i not in taken),
+            key=lambda m: (-(m[1] - m[0]), -index.degree.get(m[2], 0), m[2]),
+        )
+        extra = (rest + [p for p in partial(index, folded) if p[2] not in taken])[:RUNNERS_UP]
+    return _linking(index, toks, best, rule, others, field_name, extra)
 
 
 def _ids(index: EntityIndex, found) -> list[dict]:
     return [index._entity(i) for i in dict.fromkeys(i for _, _, ids in found for i in ids)]
 
 
-def _linking(index, toks, best, rule, others, field_name) -> Linking:
+def _linking(index, toks, best, rule, others, field_name, extra=()) -> Linking:
     """Tied candidates in a fixed order (degree first: a weak prior), at most MAX_TIED."""
     by_id: dict[str, tuple[int, int]] = {}
     for s, e, i in best:
         by_id.setdefault(i, (s, e))
     order = sorted(by_id, key=lambda i: (-index.degree.get(i, 0), i))
+    for s, e, i in extra:  # runners-up, after the tied ones, in their own order
+        if i not in by_id:
+            by_id[i] = (s, e)
+            order.append(i)
     choices = [
         Choice(
             [index._entity(i)],

@@ -79,7 +79,7 @@ def search(session: Session, text: str, linked: Linked) -> tuple[Linked, Retriev
     if len(linked.choices) == 1:
         return linked, session.retriever.run(linked.masked, _topic_ids(linked), text)
     found = session.retriever.run_many([(m, ids, text, None) for ids, m in linked.choices])
-    i, chosen = choose(linked, found)
+    i, chosen = choose(linked, found, session.fields["entity"])
     if isinstance(found[i], CprError):
         raise found[i]
     return chosen, found[i]
@@ -125,7 +125,7 @@ def _answer_chunk(session: Session, pending: list[tuple[str, Entity]]) -> list:
         per_q.setdefault(i, []).append(r)
     drafts: dict[int, Draft] = {}
     for i in list(linked):
-        k, linked[i] = choose(linked[i], per_q[i])
+        k, linked[i] = choose(linked[i], per_q[i], session.fields["entity"])
         retrieval = per_q[i][k]
         x = linked[i]
         if isinstance(retrieval, CprError):

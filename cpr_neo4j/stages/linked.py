@@ -68,7 +68,7 @@ def best_cost(retrieval) -> float:
     return min(costs) if costs else math.inf
 
 
-def choose(linked: Linked, retrievals: list) -> tuple[int, Linked]:
+def choose(linked: Linked, retrievals: list, option: str = "--entity") -> tuple[int, Linked]:
     """(index of the choice taken, the Linked for it): the best-scoring path decides, ties
     by the linker's order (degree, then id). A choice whose search failed (a CprError in
     its place) is not taken while another succeeded."""
@@ -84,9 +84,11 @@ def choose(linked: Linked, retrievals: list) -> tuple[int, Linked]:
         if j != i
     ]
     notes = [n for n in linked.notes if "the best-scoring path decides" not in n]
+    other = linked.linking.choices[1 if i == 0 else 0].topics[0]["id"]
     notes.append(
         f"the question's names fit {len(costs)} entities equally well; took {name} (its best "
-        f"path scored best), not {'; '.join(others)}: name the one you mean to choose another"
+        f"path scored best), not {'; '.join(others)}: to choose another, give {option} its "
+        f"id (e.g. {option} {other!r})"
     )
     return i, Linked(c.topics, notes, linked.choices[i][1], linked.choices, linked.linking, i)
 
