@@ -50,6 +50,11 @@ def main() -> None:
         help="metaqa-plain: the issue's 600 MetaQA test questions (random.seed(0) over the "
         "loader's test rows, as bench/linking.py), brackets removed, instead of inner dev",
     )
+    ap.add_argument(
+        "--every-question",
+        action="store_true",
+        help="every question of the dataset (train, dev and test), for the linking counts",
+    )
     a = ap.parse_args()
     meta = read_config(a.model)["meta"]
     used = set(meta["calibration_ids"]) | set(meta["training_ids"])
@@ -60,6 +65,8 @@ def main() -> None:
             for q in qsel.load(store, a.dataset, split, meta.get("hops_filter"))
             if q.id not in used
         ]
+        if a.every_question:
+            qs = [q for s in ("train", "dev", "test") for q in qsel.load(store, a.dataset, s, None)]
         if a.issue_sample:
             qs = issue_sample()
         ta = records.topic_answers(store, a.dataset)
@@ -71,19 +78,22 @@ def main() -> None:
         print(f"{len(qs)} questions of {a.dataset} (model {a.model})")
         for k in [int(x) for x in a.runners_up.split(",")]:
             linking.RUNNERS_UP = k
-            gold = reached = refused = 0
+            gold = reached = refused = other_reaching = 0
             for q in qs:
                 readings = link_readings(store, a.dataset, q.text, graph)
                 refused += not readings
                 found, (ids, _) = search_readings(retriever, readings, q)
                 gold += set(ids) == set(q.topics)
                 if found is not None:
-                    reached += bool(set(columns(found, spec, ta).ids) & set(q.answers))
+                    hit = bool(set(columns(found, spec, ta).ids) & set(q.answers))
+                    reached += hit
+                    other_reaching += hit and set(ids) != set(q.topics)
             n = len(qs)
             other = n - gold - refused
             print(
-                f"runners-up {k}: gold topic taken {gold} ({gold / n:.3f}), another {other}, "
-                f"refused {refused}; recall {reached / n:.3f}"
+                f"runners-up {k}: gold topic taken {gold} ({gold / n:.3f}), another {other} "
+                f"({other_reaching} of them with a gold answer among the candidates), refused "
+                f"{refused}; recall {reached / n:.3f}"
             )
 
 

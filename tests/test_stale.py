@@ -16,6 +16,7 @@ from cpr_neo4j.loaders.metaqa import load_metaqa
 from cpr_neo4j.serve.app import create_app
 from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import GOLD, TEXT, calibrate
+from cpr_neo4j.stages.session import HTTP, check_linking
 from cpr_neo4j.stages.train import TrainSettings, train
 from tests.conftest import drop_dataset, drop_models
 
@@ -76,14 +77,11 @@ def test_text_linking_is_recorded_and_named_topics_have_their_own_curves(store, 
     )
     assert named.guarantee is not None and named.topics == r.topics
     # a text-linked calibration without those curves (made before them) says what to do
-    cid = {"id": cal.id}
-    store.query("MATCH (c:Calibration {id: $id}) REMOVE c.named_q_scores", cid, write=True)
-    try:
-        with pytest.raises(Conflict, match="ask without --entity"):
-            ask(store, _question(store), 0.5, dataset=NAME, entity="x", model_id=model_id)
-    finally:
-        store.query("MATCH (c:Calibration {id: $id}) SET c.named_q_scores = $s",
-                    {**cid, "s": node["named_q_scores"]}, write=True)  # fmt: skip
+    old = {k: v for k, v in dict(node).items() if not k.startswith("named_")}
+    with pytest.raises(Conflict, match="ask without --entity"):
+        check_linking(old, "x")
+    with pytest.raises(Conflict, match="ask without the `entity` field"):
+        check_linking(old, "x", HTTP["entity"])
 
 
 def test_gold_linking_calibration_needs_entity(store, calibrated):
