@@ -78,7 +78,12 @@ def search(session: Session, text: str, linked: Linked) -> tuple[Linked, Retriev
     """TreeG from each of the question's readings; the best-scoring one is taken."""
     if len(linked.choices) == 1:
         return linked, session.retriever.run(linked.masked, _topic_ids(linked), text)
-    found = session.retriever.run_many([(m, ids, text, None) for ids, m in linked.choices])
+    found: list = []  # one search per reading (`cpr serve` batches each with others)
+    for ids, m in linked.choices:
+        try:
+            found.append(session.retriever.run(m, ids, text))
+        except CprError as exc:
+            found.append(exc)
     i, chosen = choose(linked, found, session.fields["entity"])
     if isinstance(found[i], CprError):
         raise found[i]
