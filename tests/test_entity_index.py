@@ -182,3 +182,16 @@ def test_a_graph_over_the_cap_falls_back_to_neo4j(store, tiny, monkeypatch):
     monkeypatch.setattr(entity_index, "MAX_ENTITIES", 3)
     entity_index.clear()
     assert linking.linker(store, TINY) == linking.LINKER
+
+
+def test_underscored_names_of_a_generic_graph_link_written_either_way(store, tiny):
+    """Issue 33.4, through Neo4j: names that carry underscores (`Nathaniel_P._Banks`, as
+    generic triples files often write them) link from a question that writes them with
+    spaces, and the other way round."""
+    ingest(store, _tiny(("Nathaniel_P._Banks", "r", "Boston"), ("Boston", "r", "Gamma")))
+    for text in ("who was Nathaniel P. Banks", "who was nathaniel p banks", "Nathaniel_P._Banks"):
+        assert linking.link(store, TINY, text)[0] == [
+            {"id": "Nathaniel_P._Banks", "name": "Nathaniel_P._Banks"}
+        ], text
+    ingest(store, _tiny(("Ada Lovelace", "r", "Boston")))
+    assert linking.link(store, TINY, "who was ada_lovelace")[0][0]["id"] == "Ada Lovelace"
