@@ -354,7 +354,7 @@ def test_forked_workers_open_their_own_session(in_home):
     enc = TextEncoder()
     text = "who acted in the films directed by ENT"
     mine = enc.encode([text], cache=False)
-    parent = os.getpid()
+    parent, before = os.getpid(), threads.threads()
 
     def job(share, shares, tick):
         vec = enc.encode([text], cache=False)
@@ -365,7 +365,7 @@ def test_forked_workers_open_their_own_session(in_home):
     for pid, opened, vec in results:
         assert opened == (pid, 1)  # its own process, one thread while the shares run
         assert np.array_equal(vec, mine)
-    assert threads.threads() == threads.cores()  # restored after
+    assert threads.threads() == before  # restored after
 
 
 def test_threads_setting_is_scoped():
