@@ -36,10 +36,14 @@ def slice_bits(k: int) -> int:
 
 def rounded(a: np.ndarray, axis: int, beta: int) -> np.ndarray:
     """a in float64, rounded to integers of at most beta bits times 2**(e - beta) (ties to
-    even), e the exponent of the largest |entry| along `axis` (largest < 2**e)."""
+    even), e the exponent of the largest |entry| along `axis` (largest < 2**e). Scaling by
+    a power of two is exact, so the rounding is the only change."""
     a = np.asarray(a, dtype=np.float64)
     _, e = np.frexp(np.max(np.abs(a), axis=axis, keepdims=True))
-    return np.ldexp(np.rint(np.ldexp(a, beta - e)), e - beta)
+    scale = np.ldexp(1.0, beta - e)
+    out = np.rint(a * scale)
+    out /= scale
+    return out
 
 
 class ExactMatrix:
