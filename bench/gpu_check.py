@@ -89,6 +89,7 @@ def spread(encoder: TextEncoder, pairs: list[PathPair]) -> None:
     whether a calibration made on one serves asks on the other (the canary's question,
     stages/canary.py, at the cut's tolerance)."""
     from cpr_neo4j.conformal.threshold import TOLERANCE
+    from cpr_neo4j.stages.canary import score_per_cost
 
     cpu = PathScorer(encoder, {}, {}, RCVNet(), device="cpu")
     train_rcvnet(cpu, pairs[:4096], epochs=1, seed=0, progress=False, device="cpu")
@@ -98,10 +99,12 @@ def spread(encoder: TextEncoder, pairs: list[PathPair]) -> None:
         paths = [p.neg.relpath for p in pairs[:2048]]
         a = cpu.score(cpu.question(q), paths).astype(float)
         b = gpu.score(gpu.question(q), paths).astype(float)
-        worst = max(worst, float((abs(a - b) / (1 + abs(a))).max()))
-    verdict = "serves" if worst <= TOLERANCE else "is refused by the canary: recalibrate on cuda"
-    print(f"[cuda vs cpu] largest relative cost difference {worst:.3g} (tolerance "
-          f"{TOLERANCE:g}): a CPU calibration {verdict}")  # fmt: skip
+        worst = max(worst, float(abs(a - b).max()))
+    move = worst * score_per_cost(None)  # in score units at the smallest fitted T
+    verdict = "serves" if move <= TOLERANCE else "is refused by the canary: recalibrate on cuda"
+    print(f"[cuda vs cpu] largest cost difference {worst:.3g}: a surprisal moves by up to "
+          f"{move:.3g} at T = 0.02 (tolerance {TOLERANCE:g}): a CPU calibration "
+          f"{verdict}")  # fmt: skip
 
 
 def find_llm(given: str | None) -> str | None:

@@ -8,7 +8,8 @@ model, then recomputes every (question, path) cost: with one thread instead of a
 one path per call instead of whole batches, a fresh encoder embedding one text per call
 (no cache), and the torch backend on the CPU (what `--device cuda` runs, on a CPU). Prints
 the largest absolute and relative (|a - b| / (1 + |a|)) difference of each against the
-reference, and what the tolerance makes of it.
+reference, the largest surprisal move it allows (2 d / T at the model's temperature) and
+whether the canary (stages/canary.py) would serve or refuse it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cpr_neo4j.model import threads  # noqa: E402
 from cpr_neo4j.model.encoder import TextEncoder  # noqa: E402
 from cpr_neo4j.model.store import load_scorer, read_config  # noqa: E402
 from cpr_neo4j.stages import questions as qsel  # noqa: E402
+from cpr_neo4j.stages.canary import score_per_cost  # noqa: E402
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever  # noqa: E402
 
 
@@ -91,12 +93,17 @@ def main() -> None:
         ways["torch backend (CPU)"] = costs(load_scorer(model, backend="torch"), pairs, False)
     except ImportError as exc:
         print(f"torch backend skipped: {exc}")
-    print("| recomputed with | max abs diff | max relative diff | within tolerance |")
-    print("|---|---:|---:|---|")
+    t = meta.get("temperature")
+    per_cost = score_per_cost({"family": "surprisal", "T": t} if t else None)
+    print(f"score units: a cost change d moves a surprisal by at most 2 d / T, T = {t or 0.02}")
+    print("| recomputed with | max abs diff | max relative diff | max score move | canary |")
+    print("|---|---:|---:|---:|---|")
     for name, c in ways.items():
         d = np.abs(c.astype(float) - base.astype(float))
         rel = d / (1 + np.abs(base.astype(float)))
-        print(f"| {name} | {d.max():.3g} | {rel.max():.3g} | {bool(rel.max() <= TOLERANCE)} |")
+        move = d.max() * per_cost
+        verdict = "serves" if move <= TOLERANCE else "refuses"
+        print(f"| {name} | {d.max():.3g} | {rel.max():.3g} | {move:.3g} | {verdict} |")
 
 
 if __name__ == "__main__":

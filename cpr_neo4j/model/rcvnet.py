@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from cpr_neo4j.model.exact import ExactMatrix
+
 
 @dataclass(frozen=True)
 class RCVConfig:
@@ -98,55 +100,40 @@ class RCVWeights:
 
     # ---- forward ----------------------------------------------------------------------
 
-    def first_layer_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def first_layer_parts(self) -> tuple[ExactMatrix, ExactMatrix, ExactMatrix, np.ndarray]:
         """The conditioner's first layer split by the blocks of c = [q, r, p]: (W_q, W_r, W_p)
-        as (384, cond_hidden) matrices and the bias, so that c W^T + b = q W_q + r W_r +
-        p W_p + b can be cached per question, step and path row."""
+        as (384, cond_hidden) exact matrices (model.exact) and the bias, so that c W^T + b =
+        q W_q + r W_r + p W_p + b can be cached per question, step and path row."""
         w_q, w_r, w_p = self._parts
         return w_q, w_r, w_p, self.params["conditioner.0.bias"]
 
     @functools.cached_property
-    def _parts(self) -> tuple[np.ndarray, ...]:
-        w, d = self._t["conditioner.0.weight"], self.config.c_dim // 3
-        return tuple(w[i * d : (i + 1) * d] for i in range(3))  # row blocks: C-contiguous
+    def _parts(self) -> tuple[ExactMatrix, ...]:
+        w, d = self.params["conditioner.0.weight"].T, self.config.c_dim // 3
+        return tuple(ExactMatrix(w[i * d : (i + 1) * d]) for i in range(3))
 
     @functools.cached_property
-    def _t(self) -> dict[str, Any]:
-        """Each weight matrix transposed, C-contiguous (in, out): what rows_product wants."""
-        return {
-            k: np.ascontiguousarray(v.T) for k, v in self.params.items() if k.endswith("weight")
-        }
+    def _t(self) -> dict[str, ExactMatrix]:
+        """Each weight matrix transposed (in, out) and split once for exact products."""
+        return {k: ExactMatrix(v.T) for k, v in self.params.items() if k.endswith("weight")}
 
     def head(self, x: np.ndarray, pre: np.ndarray) -> np.ndarray:
         """Delta (n,) from x (n, 3) and the conditioner's first-layer output `pre` (n, cond).
-        Each row's result is the same whatever rows come with it (see rows_product)."""
-        if len(x) == 1:
-            return self.head(np.repeat(x, 2, axis=0), np.repeat(pre, 2, axis=0))[:1]
+        Every product is exact up to one rounding (model.exact), so each row's result is the
+        same bits whatever rows come with it, whatever the threads, BLAS kernel or CPU."""
         cfg, p, t = self.config, self.params, self._t
-        cond = rows_product(np.maximum(pre, 0), t["conditioner.2.weight"]) + p["conditioner.2.bias"]
+        cond = t["conditioner.2.weight"].times(np.maximum(pre, 0)) + p["conditioner.2.bias"]
         film = cond.reshape(len(x), cfg.layers, 2, cfg.hidden)
         h = x.astype(np.float32, copy=False)
         for i in range(cfg.layers):
-            z = rows_product(h, t[f"hidden.{i}.weight"]) + p[f"hidden.{i}.bias"]
+            z = t[f"hidden.{i}.weight"].times(h) + p[f"hidden.{i}.bias"]
             h = np.maximum(z * (1 + film[:, i, 0]) + film[:, i, 1], 0)
-        # one output: a per-row dot product (BLAS's matrix-vector kernel depends on n)
-        return np.einsum("ij,j->i", h, p["out.weight"][0]) + p["out.bias"][0]
+        return t["out.weight"].times(h)[:, 0] + p["out.bias"][0]
 
     def forward(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
         """x (n, 3), c (n, 1152) -> Delta (n,): the reference path, c in one product."""
-        pre = rows_product(c.astype(np.float32, copy=False), self._t["conditioner.0.weight"])
+        pre = self._t["conditioner.0.weight"].times(c.astype(np.float32, copy=False))
         return self.head(x, pre + self.params["conditioner.0.bias"])
-
-
-def rows_product(rows: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """rows @ w with each output row the same whatever other rows come with it, so a path
-    costs the same in a calibration batch and in a later ask (measured with OpenBLAS: for a
-    C-contiguous w and two or more rows the matrix-matrix kernel is row-independent; a
-    transposed w with few rows, or a single row, which numpy hands to the matrix-vector
-    kernel, sums in another order: ~1e-7 apart, which a trained net amplifies)."""
-    if len(rows) == 1:
-        return (np.repeat(rows, 2, axis=0) @ w)[:1]
-    return rows @ w
 
 
 def __getattr__(name: str) -> Any:

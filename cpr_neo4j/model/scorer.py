@@ -8,7 +8,10 @@ Backends: "numpy" (the default, CPU, no torch) or "torch" (`device="cuda"`: the 
 mirrored to the GPU and the net runs as a torch module, model.rcvnet_torch). The numpy
 path caches the conditioner's first layer per row: it is linear in c = [q, r, p], so
 c W^T + b = A[question] + B[last step] + C[path] (C holding b), each computed once per row;
-equal to the product on c up to float32 summation order.
+equal to the product on c up to the rounding of those two float32 additions. Every product
+and dot product is exact up to one rounding (model.exact): a path's cost is the same bits
+in any batch, in any order, with any thread count, BLAS kernel or CPU, given the same
+embeddings (docs/method.md, "The same score in every batch").
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cpr_neo4j.model.encoder import DIM, TEXT_FORMAT, path_text, step_text
-from cpr_neo4j.model.rcvnet import RCVWeights, rows_product
+from cpr_neo4j.model.exact import product, row_dots
+from cpr_neo4j.model.rcvnet import RCVWeights
 from cpr_neo4j.search.base import RelPath, Step
 
 if TYPE_CHECKING:
@@ -119,8 +123,8 @@ class PathScorer:
             return
         w_q, w_r, w_p, bias = self._net.first_layer_parts()
         w = {"q": w_q, "steps": w_r, "paths": w_p}[name]
-        product = rows_product(rows, w)
-        self._proj[name].append(product + bias if name == "paths" else product)
+        out = w.times(rows)
+        self._proj[name].append(out + bias if name == "paths" else out)
 
     def embedded(self) -> tuple[list[str], np.ndarray]:
         """Every text this scorer embedded (questions, step and path texts) and its vector:
@@ -198,8 +202,8 @@ class PathScorer:
         q = self._q.view[q_rows]
         s_rows = self._path_last.view[p_rows]
         x = np.empty((len(p_rows), 3), dtype=np.float32)
-        x[:, 0] = np.einsum("ij,ij->i", q, self._steps.view[s_rows])
-        x[:, 1] = np.einsum("ij,ij->i", q, self._paths.view[p_rows])
+        x[:, 0] = row_dots(q, self._steps.view[s_rows])
+        x[:, 1] = row_dots(q, self._paths.view[p_rows])
         x[:, 2] = self._step_rho.view[s_rows]
         return x, s_rows
 
@@ -248,7 +252,7 @@ class PathScorer:
 
     def similarity(self, texts_a: Sequence[str], texts_b: Sequence[str]) -> np.ndarray:
         """Cosine similarities (len(a), len(b)), e.g. step texts against LLM hint relations."""
-        return self.encoder.encode(texts_a) @ self.encoder.encode(texts_b).T
+        return product(self.encoder.encode(texts_a), self.encoder.encode(texts_b).T)
 
     def step_texts(self, steps: Sequence[Step]) -> list[str]:
         return [step_text(s, self.relation_text) for s in steps]

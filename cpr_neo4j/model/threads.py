@@ -4,6 +4,9 @@ ONNX Runtime's intra-op pool (the encoder reads `threads()` when it opens a sess
 BLAS (the RCVNet forward) and torch when something already imported it. A CLI process uses
 every core; `cpr serve` (requests already run in parallel) and forked workers (N processes
 on N cores) ask for one thread each, or the cores are oversubscribed N x N.
+CPR_THREADS=n in the environment sets the default in place of every core (CI runs the
+numeric tests under 1 and 2 ONNX Runtime threads with it; numpy's BLAS reads its own
+OPENBLAS_NUM_THREADS). Scores do not depend on it: docs/method.md.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_asked: int | None = None  # None: every core this process may use
+_asked: int | None = None  # None: CPR_THREADS, else every core this process may use
 
 
 def cores() -> int:
@@ -25,7 +28,12 @@ def cores() -> int:
 
 
 def threads() -> int:
-    return _asked or cores()
+    return _asked or _from_env() or cores()
+
+
+def _from_env() -> int | None:
+    value = os.environ.get("CPR_THREADS", "").strip()
+    return max(1, int(value)) if value.isdigit() else None
 
 
 def set_threads(n: int | None) -> None:
