@@ -177,7 +177,8 @@ def open_session(
     scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
     key = (f"{cal['id']}@{cal.get('created')}", id(scorer))
     if key not in _CANARY_OK:
-        canary.check(scorer, json.loads(cal.get("canary") or "[]"), cal["id"])
+        spec = json.loads(cal.get("score_family") or "{}")  # the slack follows its T
+        canary.check(scorer, json.loads(cal.get("canary") or "[]"), cal["id"], spec=spec)
         _CANARY_OK.add(key)
     note = (
         f"STALE CALIBRATION, NO GUARANTEE: {stale}; run `cpr calibrate {dataset}`"
