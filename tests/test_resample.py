@@ -88,7 +88,7 @@ def test_resplits_read_the_all_fallback_as_every_calibration_question():
     rng = np.random.default_rng(2)
     s, g = _pool(rng, n1=150, n2=20, shift=2.0)
     m = Mondrian.from_scores(s[:80], g[:80])
-    pools = {k: m.pool_of(k) for k in (1, 2)}
+    pools = {k: m.pool_of(k, 0.2) for k in (1, 2)}
     assert pools == {1: "g1", 2: ALL}
     got = resplits(s, g, 80, 0.2, None, draws=40, seed=7, pools=pools)
     want = _brute_resplits(s, g, 80, 0.2, None, 40, 7, pools)

@@ -226,7 +226,7 @@ def _pools(calibrated: Calibrated, req: Request, test_groups: np.ndarray) -> dic
     if not req.grouped:
         return {int(g): "all" for g in seen}
     m = calibrated._mondrian(True)
-    return {int(g): m.pool_of(int(g)) for g in seen}
+    return {int(g): m.pool_of(int(g), req.alpha, req.pac) for g in seen}
 
 
 def _top_hit(c: CandidateTable, score: np.ndarray, calibrated: Calibrated) -> np.ndarray:

@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from cpr_neo4j.conformal import DEFAULT_DELTA
+from cpr_neo4j.conformal import DEFAULT_DELTA, wording
+from cpr_neo4j.conformal import refuse_fnr_delta as refuse_fnr_delta  # no numpy there
 from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
 from cpr_neo4j.conformal.risk import GroupedFnr
-from cpr_neo4j.conformal.threshold import TOLERANCE, cut, percent
+from cpr_neo4j.conformal.threshold import TOLERANCE, cut
 from cpr_neo4j.errors import BadInput, CprError
 
 COVERAGE, FNR = "coverage", "fnr"
@@ -193,18 +194,21 @@ class Calibrated:
         g = int(self.label(group)) if req.grouped else 0
         if req.risk == FNR:
             f = self._fnr(req.grouped)
-            pool = f.pool_of(g)
+            pool = f.pool_of(g, req.alpha)
             return Threshold(
-                f.lam(req.alpha, g), f.unattainable(req.alpha, g), g, pool, f.curve(g).n
+                f.lam(req.alpha, g),
+                f.unattainable(req.alpha, g),
+                g,
+                pool,
+                f.curve(g, req.alpha).n,
             )
         m = self._mondrian(req.grouped)
-        pool = m.pool_of(g)
         return Threshold(
             m.tau(req.alpha, req.pac, g),
             m.unattainable(req.alpha, req.pac, g),
             g,
-            pool,
-            m.pool(pool)[1],
+            m.pool_of(g, req.alpha, req.pac),
+            m.pool(req.alpha, req.pac, g)[1],
         )
 
     def thresholds(self, req: Request, groups: np.ndarray) -> np.ndarray:
@@ -215,44 +219,24 @@ class Calibrated:
 
     def notes(self, req: Request) -> list[str]:
         """Fallbacks in use (small groups pooled), for reports."""
-        return self._mondrian(req.grouped).notes() if req.grouped else []
+        return self._mondrian(req.grouped).notes(req.alpha, req.pac) if req.grouped else []
 
-    # ---- sentences -------------------------------------------------------------------
+    # ---- sentences (conformal/wording.py) -------------------------------------------
 
     def sentence(self, req: Request, th: Threshold) -> str:
-        """What the set made with `th` promises, and for whom."""
-        who = self.describe_population(req, th)
-        if req.risk == FNR:
-            return (
-                f"on average at least {percent(1 - req.alpha)} of the correct answers are in "
-                f"sets made this way, for questions like {who}"
-            )
-        if req.pac is None:
-            return (
-                f"for questions like {who}, a set made this way contains a correct answer "
-                f"with probability at least {percent(1 - req.alpha)} (on average over "
-                "calibration draws; --delta gives a guarantee for this calibration)"
-            )
-        return (
-            f"with probability at least {percent(1 - req.pac)} over the calibration draw, "
-            f"sets made with this calibration contain a correct answer for at least "
-            f"{percent(1 - req.alpha)} of questions like {who}"
-        )
+        """What the set made with `th` promises, and for whom (and for whom not)."""
+        return wording.sentence(self, req, th)
 
-    def describe_population(self, req: Request, th: Threshold) -> str:
-        p = self.population
-        base = f"the {p.get('n', self.n):,} calibration questions of {p.get('dataset', '?')}"
-        hops = p.get("hops_label")
-        if hops:
-            base += f" ({hops})"
-        if not req.grouped:
-            return base
-        if th.pool.startswith("g"):
-            return (
-                f"{base} whose best candidate path has {th.group} hop(s), as this one's does "
-                f"({th.n:,} of them)"
-            )
-        return f"{base} in the small groups pooled with this one's ({th.n:,} of them)"
+    def caveat(self, req: Request, th: Threshold) -> str | None:
+        """What the sentence does not promise when its threshold is a fallback."""
+        return wording.caveat(self, req, th)
+
+    def group_n(self, req: Request, group: int) -> int:
+        """Calibration questions of `group` (FNR: those with a correct answer)."""
+        if req.risk == FNR:
+            curve = self._fnr(True).curves.get(int(group))
+            return curve.n if curve is not None else 0
+        return self._mondrian(True).n.get(int(group), 0)
 
 
 def population_of(node: Mapping[str, Any]) -> dict[str, Any]:

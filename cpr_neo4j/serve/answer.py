@@ -86,7 +86,7 @@ def answer(
             req.active,
             hints,
             hops_filter=req.hops,
-            delta=req.delta or None,
+            delta=(req.delta or None) if req.risk == "coverage" else None,
             all_candidates=req.all_candidates,
             allow_stale=req.allow_stale,
             cal=cal,

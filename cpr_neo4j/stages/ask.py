@@ -266,6 +266,9 @@ def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
     )
     url, cypher = browser_link(session.store, ask_id)
     sentence = session.calibrated.sentence(req, d.threshold) if d.guaranteed else None
+    caveat = session.calibrated.caveat(req, d.threshold) if d.guaranteed else None
+    if caveat:  # a fallback threshold: say what the guarantee is not, next to the notes
+        notes.append(f"fallback threshold: {caveat}")
     return AskResult(
         d.text,
         session.dataset,
