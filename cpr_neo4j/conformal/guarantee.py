@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cpr_neo4j.conformal import DEFAULT_DELTA, wording
+from cpr_neo4j.conformal import DEFAULT_DELTA, effective, wording
 from cpr_neo4j.conformal import refuse_fnr_delta as refuse_fnr_delta  # no numpy there
 from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
 from cpr_neo4j.conformal.risk import GroupedFnr
@@ -35,6 +35,7 @@ from cpr_neo4j.conformal.threshold import TOLERANCE, cut
 from cpr_neo4j.errors import BadInput, CprError
 
 COVERAGE, FNR = "coverage", "fnr"
+EFFECTIVE_DEFAULT = False  # raw S unless a request asks for effective scores
 ALL_HOPS = 0  # a model's hops_filter when it was trained on every hop count
 
 
@@ -45,6 +46,7 @@ class Request:
     risk: str = COVERAGE
     allow_empty: bool = False
     grouped: bool = True
+    effective: bool = EFFECTIVE_DEFAULT  # calibrate never-empty sets on conformal/effective.py
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -53,6 +55,11 @@ class Request:
             raise BadInput(f"delta must lie strictly between 0 and 1, got {self.delta}")
         if self.risk not in (COVERAGE, FNR):
             raise BadInput(f"risk must be {COVERAGE} or {FNR}, got {self.risk!r}")
+
+    @property
+    def eff(self) -> bool:
+        """Effective scores apply to never-empty sets only (for the others: invalid)."""
+        return self.effective and not self.allow_empty
 
     @property
     def pac(self) -> float | None:
@@ -66,9 +73,11 @@ def request(
     risk: str = COVERAGE,
     allow_empty: bool = False,
     grouped: bool = True,
+    effective: bool | None = None,
 ) -> Request:
     """A Request from CLI/HTTP values: delta 0 means the marginal guarantee."""
-    return Request(alpha, delta or None, risk, allow_empty, grouped)
+    eff = EFFECTIVE_DEFAULT if effective is None else effective
+    return Request(alpha, delta or None, risk, allow_empty, grouped, eff)
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,13 @@ class Calibrated:
         self.population = dict(population)
         self.min_group = min_group
         self._fnr_in = {k: np.asarray(v) for k, v in fnr.items()}
+        # which gold candidates lie in their question's top level (absent: raw scores only)
+        top = self._fnr_in.setdefault("top", np.zeros(0, bool)).astype(bool)
+        self.knows_top = len(top) == len(self._fnr_in.get("score", ()))
+        self._fnr_in["top"] = top if self.knows_top else np.zeros(len(top), bool)
+        self.top_hit = np.zeros(self.n, bool)
+        if self.knows_top and len(top):
+            self.top_hit = effective.question_top_hit(self._fnr_in["qidx"], top, self.n)
         self._cache: dict[tuple, Any] = {}
 
     # ---- construction --------------------------------------------------------------
@@ -127,8 +143,9 @@ class Calibrated:
         best = np.full(n, np.inf)
         g = np.asarray(gold, dtype=bool)
         np.minimum.at(best, np.asarray(qidx)[g], np.asarray(score)[g])
+        top = effective.top_level(qidx, score, n)[g]
         fnr = {"qidx": np.asarray(qidx)[g], "score": np.asarray(score)[g], "n_gold": n_gold}
-        return cls(best, groups, fnr, population)
+        return cls(best, groups, fnr | {"top": top}, population)
 
     def to_props(self) -> dict[str, Any]:
         """What a (:Calibration) node stores to rebuild this (lists of numbers only)."""
@@ -138,6 +155,7 @@ class Calibrated:
             "fnr_qidx": self._fnr_in["qidx"].astype(int).tolist(),
             "fnr_scores": self._fnr_in["score"].astype(float).tolist(),
             "q_n_gold": self._fnr_in["n_gold"].astype(int).tolist(),
+            "fnr_top": self._fnr_in["top"].astype(bool).tolist(),
         }
 
     @classmethod
@@ -152,6 +170,7 @@ class Calibrated:
             "qidx": node.get("fnr_qidx") or [],
             "score": node.get("fnr_scores") or [],
             "n_gold": node.get("q_n_gold") or [],
+            "top": node.get("fnr_top") or [],  # absent before effective scores: raw only
         }
         return cls(node["q_scores"], node["q_groups"], fnr, population_of(node))
 
@@ -165,23 +184,23 @@ class Calibrated:
     def _labels(self, grouped: bool) -> np.ndarray:
         return self.groups if grouped else np.zeros(self.n, dtype=np.int64)
 
-    def _mondrian(self, grouped: bool) -> Mondrian:
-        key = ("m", grouped)
+    def _mondrian(self, grouped: bool, eff: bool = False) -> Mondrian:
+        key = ("m", grouped, eff)
         if key not in self._cache:
-            self._cache[key] = Mondrian.from_scores(
-                self.scores, self._labels(grouped), self.min_group
-            )
+            s = effective.scores(self.scores, self.top_hit) if eff else self.scores
+            self._cache[key] = Mondrian.from_scores(s, self._labels(grouped), self.min_group)
         return self._cache[key]
 
-    def _fnr(self, grouped: bool) -> GroupedFnr:
-        key = ("f", grouped)
+    def _fnr(self, grouped: bool, eff: bool = False) -> GroupedFnr:
+        key = ("f", grouped, eff)
         if key not in self._cache:
             f = self._fnr_in
             if not len(f["n_gold"]):
                 raise CprError("this calibration stored no answer-recall curve: recalibrate")
+            score = f["score"].astype(float)
             self._cache[key] = GroupedFnr.from_flat(
                 f["qidx"].astype(np.int64),
-                f["score"].astype(float),
+                np.where(f["top"], -np.inf, score) if eff else score,
                 np.ones(len(f["score"]), dtype=bool),
                 f["n_gold"].astype(np.int64),
                 self._labels(grouped),
@@ -193,7 +212,7 @@ class Calibrated:
         """The threshold for a question of `group` (ignored unless req.grouped)."""
         g = int(self.label(group)) if req.grouped else 0
         if req.risk == FNR:
-            f = self._fnr(req.grouped)
+            f = self._fnr(req.grouped, req.eff)
             pool = f.pool_of(g, req.alpha)
             return Threshold(
                 f.lam(req.alpha, g),
@@ -202,7 +221,7 @@ class Calibrated:
                 pool,
                 f.curve(g, req.alpha).n,
             )
-        m = self._mondrian(req.grouped)
+        m = self._mondrian(req.grouped, req.eff)
         return Threshold(
             m.tau(req.alpha, req.pac, g),
             m.unattainable(req.alpha, req.pac, g),

@@ -105,8 +105,8 @@ class Mondrian:
         if set(self.finite) != set(self.n):
             raise BadInput("every group needs both its scores and its n")
         for g, s in self.finite.items():
-            if len(s) > self.n[g] or (len(s) and not np.isfinite(s).all()):
-                raise BadInput(f"group {g}: more finite scores than questions, or non-finite")
+            if len(s) > self.n[g] or (len(s) and not (s < math.inf).all()):
+                raise BadInput(f"group {g}: more finite scores than questions, or +inf/NaN")
         self._pooled: dict[tuple, tuple[np.ndarray, int]] = {}
 
     @classmethod
@@ -119,7 +119,7 @@ class Mondrian:
         if np.isnan(s).any():
             raise BadInput("calibration scores contain NaN")
         found = np.unique(g).tolist()
-        finite = {k: s[(g == k) & np.isfinite(s)] for k in found}
+        finite = {k: s[(g == k) & (s < math.inf)] for k in found}  # -inf: covered anyway
         return cls(finite, {k: int((g == k).sum()) for k in found}, min_group)
 
     def floor(self, alpha: float, delta: float | None = None) -> int:

@@ -48,8 +48,8 @@ class FnrCurve:
     def __init__(self, scores, n_gold, n: int, inf_n_gold=(), n_skipped: int = 0):
         s = np.asarray(scores, dtype=float)
         ng = np.asarray(n_gold, dtype=np.int64)
-        if s.shape != ng.shape or (s.size and not np.isfinite(s).all()):
-            raise BadInput("FNR curve: one finite score per n_gold entry")
+        if s.shape != ng.shape or (s.size and not (s < math.inf).all()):
+            raise BadInput("FNR curve: one score below +inf per n_gold entry")
         order = np.argsort(s, kind="stable")
         self.scores, self.n_gold = s[order], ng[order]
         self.inf_n_gold = np.asarray(inf_n_gold, dtype=np.int64)  # gold scored +inf
@@ -75,8 +75,8 @@ class FnrCurve:
         if found.size > ng.size or (found > ng).any():
             raise BadInput("a question has more gold candidates than gold answers")
         keep = g & (ng[q] > 0)
-        fin = keep & np.isfinite(s)
-        inf = keep & ~np.isfinite(s)
+        fin = keep & (s < math.inf)  # -inf (effective scores: always found) included
+        inf = keep & ~fin
         counted = int((ng > 0).sum())
         return cls(s[fin], ng[q[fin]], counted, ng[q[inf]], ng.size - counted)
 
