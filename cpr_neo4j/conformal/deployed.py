@@ -24,7 +24,7 @@ import numpy as np
 from scipy import stats
 
 from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap, miscoverage_test
-from cpr_neo4j.conformal.guarantee import COVERAGE, FNR, Calibrated, Request
+from cpr_neo4j.conformal.guarantee import COVERAGE, EFFECTIVE_DEFAULT, FNR, Calibrated, Request
 from cpr_neo4j.conformal.resample import cal_test_interval, effective, resplits
 from cpr_neo4j.conformal.scores import from_spec
 from cpr_neo4j.conformal.sets import SetCounter, slack
@@ -41,9 +41,10 @@ class Variant:
     allow_empty: bool = False
     grouped: bool = True
     diagnose: bool = False  # KS, miscoverage test and interval widths for this variant
+    effective: bool = EFFECTIVE_DEFAULT  # calibrate on conformal/effective.py's scores
 
     def request(self, alpha: float) -> Request:
-        return Request(alpha, self.delta, self.risk, self.allow_empty, self.grouped)
+        return Request(alpha, self.delta, self.risk, self.allow_empty, self.grouped, self.effective)
 
 
 def table_scores(t: CandidateTable, spec: Mapping) -> np.ndarray:
@@ -182,10 +183,11 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
         pools = _pools(calibrated, req, t_groups)
         pc = np.array([pools.get(int(g), "") for g in calibrated.groups])
         pt = np.array([pools.get(int(g), "") for g in t_groups])
-        lo_c, hi_c = cal_test_interval(
-            s_c, s_t, alpha, req.pac, pc, pt, c.template, t.template, boot, seed
-        )
         s_c_eff = effective(s_c, cal_top, not req.allow_empty)
+        s_th = s_c_eff if req.eff else s_c  # the scores the thresholds are read from
+        lo_c, hi_c = cal_test_interval(
+            s_th, s_t, alpha, req.pac, pc, pt, c.template, t.template, boot, seed
+        )
         mean, p5, held = resplits(
             np.concatenate([s_c_eff, s_t]),
             np.concatenate([calibrated.groups, t_groups]),
@@ -195,7 +197,7 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
             draws,
             seed,
             pools if req.grouped else None,
-            np.concatenate([s_c, counter.score]),
+            None if req.eff else np.concatenate([s_c, counter.score]),
         )
         pooled = {"ecr_mean": mean, "ecr_p5": p5, "held": held}
     by_hops = {
