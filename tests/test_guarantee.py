@@ -323,6 +323,7 @@ def test_fallback_to_every_question_says_it_is_marginal(cal_table):
         if req.risk == COVERAGE:
             assert f"has 4 hop(s) have {mine} calibration question(s)" in s
         assert "pooled with this one's" not in s and c.caveat(req, th) in s
+        assert "this group" not in s
     own = Request(0.1)
     assert c.caveat(own, c.threshold(own, 2)) is None
     assert (
@@ -335,7 +336,8 @@ def test_sentences_say_marginal_per_group_and_per_alpha(cal_table):
     pac = c.sentence(Request(0.1, 0.05), c.threshold(Request(0.1, 0.05), 2))
     assert "holds for this group and this alpha on its own, not for every group" in pac
     flat = Request(0.1, 0.05, grouped=False)
-    assert "holds for this alpha on its own" in c.sentence(flat, c.threshold(flat, 2))
+    one = c.sentence(flat, c.threshold(flat, 2))
+    assert "holds for this alpha on its own, not for every alpha at once" in one
     fnr = c.sentence(Request(0.2, None, FNR), c.threshold(Request(0.2, None, FNR), 2))
     assert "that have at least one correct answer, and over calibration draws" in fnr
     assert "not one for this calibration" in fnr

@@ -35,14 +35,17 @@ def sentence(cal: Calibrated, req: Request, th: Threshold) -> str:
             f"calibration draws (a marginal guarantee: a delta above 0 gives one for this "
             f"calibration){tail}"
         )
-    per = "this group and this alpha" if req.grouped else "this alpha"
+    grouped = req.grouped and th.pool != "all"
+    per = {"small": "the pooled small groups"}.get(th.pool, "this group")
     return (
         f"with probability at least {percent(1 - req.pac)} over the calibration draw, "
         f"sets made with this calibration contain a correct answer for at least "
         f"{percent(1 - req.alpha)} of questions like {who}; that "
-        f"{percent(1 - req.pac)} holds for {per} on its own, not for every group and "
-        f"alpha at once{tail}"
-    )
+        f"{percent(1 - req.pac)} holds for "
+        + (f"{per} and this alpha on its own, not for every group and alpha" if grouped
+           else "this alpha on its own, not for every alpha")
+        + f" at once{tail}"
+    )  # fmt: skip
 
 
 def caveat(cal: Calibrated, req: Request, th: Threshold) -> str | None:
