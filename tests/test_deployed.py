@@ -217,13 +217,14 @@ def test_a_shifted_test_split_is_below_target_and_the_diagnostics_say_so():
     for a, m in zip(alphas, bad.diagnoses[0].miscoverage, strict=True):
         row = bad.row("CPR", a)
         assert row.below_target and row.ecr_hi < 1 - a  # the interval shows the miss
-        assert m["alpha"] == a and m["flag"] and m["p_binom"] < 1e-3
-        assert m["rate_test"] > m["rate_cal"]
+        assert m["alpha"] == a and m["flag"] and m["p_holm"] < 1e-3
+        assert m["miss_test"] > m["expected"]
         assert " !" in ecr_cell(row)
         good = ok.row("CPR", a)
         assert not good.below_target and good.ecr_hi >= 1 - a
     d = ok.diagnoses[0]
     assert 0 < d.recall_cal <= 1 and 0 < d.recall_test <= 1
+    assert not any(m["flag"] for m in d.miscoverage)
 
 
 def test_topk_with_k_one_gives_one_answer_per_question():

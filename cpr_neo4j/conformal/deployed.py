@@ -11,7 +11,8 @@ and the KGQA answer metrics (conformal/diagnostics.answer_metrics), per-hop ECR 
 and single-answer questions apart. FNR rows control the false-negative rate instead.
 An alpha whose threshold is +inf for some group is marked unattainable (those questions
 get every candidate). The pooled view (conformal/resample.resplits) and the diagnostics
-(KS, the direct miscoverage test, recall on each side, interval widths) come with it.
+(KS, the exact test of the test split's misses with Holm across alphas, conformal/shift.py,
+recall on each side, interval widths) come with it.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap, miscoverage_test
+from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap
 from cpr_neo4j.conformal.guarantee import COVERAGE, EFFECTIVE_DEFAULT, FNR, Calibrated, Request
 from cpr_neo4j.conformal.resample import cal_test_interval, effective, resplits
 from cpr_neo4j.conformal.scores import from_spec
 from cpr_neo4j.conformal.sets import SetCounter, slack
+from cpr_neo4j.conformal.shift import holm, miss_test
 from cpr_neo4j.conformal.table import CandidateTable
 
 
@@ -99,7 +101,7 @@ class Diagnosis:
     ks_p: float
     recall_cal: float
     recall_test: float
-    miscoverage: list[dict]  # per alpha: diagnostics.MiscoverageTest.to_dict()
+    miscoverage: list[dict]  # per alpha: shift.MissTest.to_dict() (Holm across alphas)
     widths: dict  # alpha -> {"question": width, "template": width} of the test interval
 
 
@@ -248,12 +250,15 @@ def _diagnose(v, alphas, c, t, calibrated, counter, boot, seed) -> Diagnosis:
     rng = np.random.default_rng(seed + 7)
     for a in alphas:
         req = v.request(a)
-        miss_c = ~(s_c <= slack(calibrated.thresholds(req, c.group)))
-        miss_t = ~(s_t <= slack(calibrated.thresholds(req, t.group)))
-        tests.append(miscoverage_test(miss_c, miss_t, a).to_dict())
+        # the event whose law shift.miss_test knows: the calibrated score within tau (with
+        # effective scores, exactly the never-empty set's coverage)
+        s_used = effective(s_t, counter.top_gold > 0, True) if req.eff else s_t
+        miss_t = ~(s_used <= slack(calibrated.thresholds(req, t.group)))
+        tests.append(miss_test(calibrated, req, t.group, miss_t))
         qlo, qhi = cluster_bootstrap(~miss_t, None, boot, rng)
         tlo, thi = cluster_bootstrap(~miss_t, t.template, boot, rng)
         widths[float(a)] = {"question": qhi - qlo, "template": thi - tlo}
+    tests = [x.to_dict() for x in holm(tests)]
     return Diagnosis(
         v.name,
         float(ks.statistic),
