@@ -200,6 +200,7 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
             seed,
             pools if req.grouped else None,
             None if req.eff else np.concatenate([s_c, counter.score]),
+            replan=req.grouped,
         )
         pooled = {"ecr_mean": mean, "ecr_p5": p5, "held": held}
     by_hops = {
