@@ -187,7 +187,9 @@ def ask(
             f"the set is empty at alpha={r.alpha:g}; best candidate: {b.name} "
             f"(score {b.cost:.3f}, {b.path})"
         )
-    tau = "+inf" if math.isinf(r.tau) else f"{r.tau:.4g}"  # surprisal taus can be ~1e-7
+    tau = f"{r.tau:.4g}"  # surprisal taus can be ~1e-7
+    if math.isinf(r.tau):  # -inf: effective scores, the top-ranked answers only
+        tau = "+inf" if r.tau > 0 else "-inf (the top-ranked answers only)"
     pac = "" if r.delta is None else f", delta = {r.delta:g}"
     what = "lambda" if r.risk == "fnr" else "tau"
     console.print(
