@@ -117,7 +117,7 @@ def answer(
         delta=r.delta,
         risk=r.risk,
         tau=r.tau if finite else None,
-        tau_infinite=not finite,
+        tau_infinite=r.tau == math.inf,  # -inf (effective scores): the top level only
         group=r.group,
         n=r.n,
         model_id=r.model_id,

@@ -106,7 +106,8 @@ class AskResponse(BaseModel):
     risk: str
     tau: float | None = Field(
         description="This question's threshold (its group's; lambda-hat with risk fnr); null "
-        "when +inf (every candidate is in the set)."
+        "when +inf (every candidate is in the set, tau_infinite true) or -inf (effective "
+        "scores: only the top-ranked answers, tau_infinite false)."
     )
     tau_infinite: bool
     group: int = Field(description="The question's group: the hop count of its best path.")
