@@ -3,6 +3,7 @@ rules; and the guarantee's validity on synthetic questions over random calibrati
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from fractions import Fraction
@@ -118,10 +119,25 @@ def _pool_members(groups: np.ndarray, g: int, alpha=0.1, delta=None) -> np.ndarr
     return np.ones(groups.size, bool)
 
 
-def _brute_tau(t: CandidateTable, alpha, delta, g, grouped=True) -> float:
+def _top_gold(t: CandidateTable, score: np.ndarray) -> np.ndarray:
+    """Per gold candidate slot: is it tied (within the tolerance) with its question's best
+    score, i.e. in the top level every never-empty set holds?"""
+    top = np.zeros(len(score), bool)
+    for i in range(t.n):
+        lo, hi = t.start[i], t.start[i + 1]
+        if hi > lo:
+            best = score[lo:hi].min()
+            top[lo:hi] = score[lo:hi] <= best + TOLERANCE * (1 + abs(best))
+    return top & t.gold
+
+
+def _brute_tau(t: CandidateTable, alpha, delta, g, grouped=True, eff=False) -> float:
+    """eff: effective scores, -inf where the top level holds a gold answer."""
     score = from_spec(t.qidx, t.cost, SPEC)
+    top = _top_gold(t, score)
     S = np.array(
-        [score[t.start[i] : t.start[i + 1]][t.gold[t.start[i] : t.start[i + 1]]].min(initial=np.inf)
+        [-np.inf if eff and top[t.start[i] : t.start[i + 1]].any() else
+         score[t.start[i] : t.start[i + 1]][t.gold[t.start[i] : t.start[i + 1]]].min(initial=np.inf)
          for i in range(t.n)]
     )  # fmt: skip
     mine = S[_pool_members(t.group, g, alpha, delta)] if grouped else S
@@ -129,10 +145,13 @@ def _brute_tau(t: CandidateTable, alpha, delta, g, grouped=True) -> float:
     return float(np.sort(mine)[k - 1]) if k <= mine.size else math.inf
 
 
-def _brute_lam(t: CandidateTable, alpha, g, grouped=True) -> float:
+def _brute_lam(t: CandidateTable, alpha, g, grouped=True, eff=False) -> float:
     """lambda-hat: the smallest gold score whose cumulative weight sum 1/|Y_i| over gold
-    candidates at or below it reaches (n+1)(1-alpha), in rationals."""
+    candidates at or below it reaches (n+1)(1-alpha), in rationals (eff: top-level gold
+    candidates score -inf)."""
     score = from_spec(t.qidx, t.cost, SPEC)
+    top = _top_gold(t, score)
+    score = np.where(top, -np.inf, score) if eff else score
     q = np.flatnonzero(_pool_members(t.group, g, alpha) if grouped else np.ones(t.n, bool))
     q = q[t.n_gold[q] > 0]
     rows = [(score[j], int(t.n_gold[i])) for i in q for j in range(t.start[i], t.start[i + 1])
@@ -191,12 +210,12 @@ def test_coverage_thresholds_equal_brute_force(cal_table):
     for alpha in (0.05, 0.1, 0.3, 0.5):
         for delta in (None, 0.05, 0.2):
             for g in (0, 1, 2, 3, 7):  # 7: a group calibration never saw
-                for grouped in (True, False):
-                    th = c.threshold(Request(alpha, delta, grouped=grouped), g)
-                    assert th.value == _brute_tau(t, alpha, delta, g, grouped), (
-                        alpha, delta, g, grouped,
+                for grouped, eff in itertools.product((True, False), (True, False)):
+                    th = c.threshold(Request(alpha, delta, grouped=grouped, effective=eff), g)
+                    assert th.value == _brute_tau(t, alpha, delta, g, grouped, eff), (
+                        alpha, delta, g, grouped, eff,
                     )  # fmt: skip
-                    assert th.attainable == math.isfinite(th.value)
+                    assert th.attainable == (th.value < math.inf)
     th = c.threshold(Request(0.1), 2)
     assert (th.group, th.pool, th.n) == (2, "g2", int(counts[2]))
     assert c.threshold(Request(0.1), 0).pool == "g3"  # no candidates: the largest group's
@@ -230,8 +249,10 @@ def test_fnr_thresholds_equal_brute_force(cal_table):
     for alpha in (0.2, 0.3, 0.5, 0.8):
         for g in (0, 1, 2, 3):
             for grouped in (True, False):
-                th = c.threshold(Request(alpha, None, FNR, grouped=grouped), g)
-                assert th.value == _brute_lam(t, alpha, g, grouped), (alpha, g, grouped)
+                for eff in (True, False):
+                    req = Request(alpha, None, FNR, grouped=grouped, effective=eff)
+                    th = c.threshold(req, g)
+                    assert th.value == _brute_lam(t, alpha, g, grouped, eff), (alpha, g, eff)
     # delta is ignored in FNR mode (an expectation): the same lambda with or without it
     assert c.threshold(Request(0.3, 0.05, FNR), 1) == c.threshold(Request(0.3, None, FNR), 1)
 

@@ -91,6 +91,13 @@ SHOWN = 25
     "answers are always in the set, a superset with the same guarantee).",
 )
 @click.option(
+    "--effective-scores",
+    is_flag=True,
+    help="Calibrate never-empty sets on effective scores (a calibration question whose "
+    "top-ranked answers hold a correct one counts as covered at any threshold): the same "
+    "guarantee with smaller sets, but fewer of a question's correct answers.",
+)
+@click.option(
     "--ungrouped",
     is_flag=True,
     help="One threshold for all questions (marginal over kinds of question) instead of one "
@@ -127,6 +134,7 @@ def ask(
     delta: float,
     risk: str,
     allow_empty: bool,
+    effective_scores: bool,
     ungrouped: bool,
     all_candidates: bool,
     allow_stale: bool,
@@ -161,6 +169,7 @@ def ask(
             risk=risk,
             allow_empty=allow_empty,
             grouped=not ungrouped,
+            effective=effective_scores or None,
         )
         if items is not None:
             failed = answer_file(session, items, output)

@@ -179,7 +179,7 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
     pooled: dict = {}
     # an FNR lambda of +inf (every candidate) may still attain alpha: ask the threshold
     attainable = all(calibrated.threshold(req, int(g)).attainable for g in np.unique(t.group))
-    if req.risk == COVERAGE and attainable and all(math.isfinite(x) for x in tau_q):
+    if req.risk == COVERAGE and attainable and all(x < math.inf for x in tau_q):
         s_c = calibrated.scores
         s_t = effective(counter.score, counter.top_gold > 0, not req.allow_empty)
         pools = _pools(calibrated, req, t_groups)

@@ -35,7 +35,7 @@ from cpr_neo4j.conformal.threshold import TOLERANCE, cut
 from cpr_neo4j.errors import BadInput, CprError
 
 COVERAGE, FNR = "coverage", "fnr"
-EFFECTIVE_DEFAULT = False  # raw S unless a request asks for effective scores
+EFFECTIVE_DEFAULT = False  # raw S unless asked (--effective-scores; docs/method.md)
 ALL_HOPS = 0  # a model's hops_filter when it was trained on every hop count
 
 

@@ -93,6 +93,7 @@ def answer(
             risk=req.risk,
             allow_empty=req.allow_empty,
             grouped=not req.ungrouped,
+            effective=req.effective_scores or None,
         )
         if writer is not None:
             session.save = writer.saver(store)

@@ -53,6 +53,11 @@ class AskRequest(BaseModel):
     )
     allow_empty: bool = Field(False, description="The paper's sets, which may be empty.")
     ungrouped: bool = Field(False, description="One threshold for every kind of question.")
+    effective_scores: bool = Field(
+        False,
+        description="Calibrate never-empty sets on effective scores: the same guarantee with "
+        "smaller sets (fewer of a question's correct answers).",
+    )
     all_candidates: bool = Field(False, description="At an alpha the calibration cannot honour.")
     allow_stale: bool = Field(
         False, description="Answer with a calibration older than the graph (no guarantee)."

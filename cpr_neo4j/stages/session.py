@@ -118,12 +118,13 @@ def open_session(
     risk: str = "coverage",
     allow_empty: bool = False,
     grouped: bool = True,
+    effective: bool | None = None,
 ) -> Session:
     """Check the request against the calibration that serves it (`cal`: already read by
     the caller); errors before any search. delta 0 or None: the marginal guarantee."""
     dataset = pick_dataset(store, dataset, model_id)
     cal = cal or find_calibration(store, dataset, model_id, hops_filter)
-    req = request(alpha, delta, risk, allow_empty, grouped)
+    req = request(alpha, delta, risk, allow_empty, grouped, effective)
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
     wanted = RetrievalSettings(
         hops=cal["hops"],
