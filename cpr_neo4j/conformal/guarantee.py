@@ -5,12 +5,15 @@ its gold answers' scores and |Y|) and decides, for a `Request`:
 - the threshold: coverage mode takes the k-th smallest S (plain, or the PAC rank with
   delta); FNR mode takes conformal risk control's lambda-hat (conformal/risk.py);
   group-conditional (the default) reads both from the calibration questions of the test
-  question's own group, with small groups pooled (conformal/mondrian.py); the group is the
-  hop count of the best answer's path, and questions with no candidate join the largest;
+  question's own group, with small groups pooled (conformal/mondrian.py: a floor that
+  follows alpha and delta); the group is the hop count of the best candidate's path, and
+  questions with no candidate join the largest; on raw S, or on effective scores for
+  never-empty sets when asked (conformal/effective.py);
 - whether alpha is attainable at all (tau = +inf: recall or n too small), and why not;
 - the cut: scores within the tolerance of the threshold (an enlargement only, for scores
   recomputed in another process), plus the top-ranked level unless empty sets are allowed;
-- the sentence printed with the set, naming the population it holds for.
+- the sentence printed with the set (conformal/wording.py), naming the population it holds
+  for, marginal or PAC (per group and alpha), and what a fallback threshold does not promise.
 Which calibration serves a question (every hop count unless --hops) is `serving`.
 
 Every score is a fixed function of the question and its candidates (conformal/scores.py),
