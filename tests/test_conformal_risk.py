@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.mondrian import SMALL
+from cpr_neo4j.conformal.mondrian import ALL, SMALL
 from cpr_neo4j.conformal.risk import FnrCurve, GroupedFnr
 from cpr_neo4j.errors import BadInput
 
@@ -132,7 +132,8 @@ def test_grouped_curves_pool_small_groups_and_round_trip():
         base += ng.size
     q, s, gold, n_gold, grp = map(np.concatenate, (q, s, gold, n_gold, grp))
     gf = GroupedFnr.from_flat(q, s, gold, n_gold, grp, min_group=30)
-    assert gf.pools == {1: "g1", 2: "g2", 3: SMALL, 4: SMALL}
+    assert [gf.pool_of(k, 0.2) for k in (1, 2, 3, 4, 99)] == ["g1", "g2"] + [SMALL] * 3
+    assert gf.pool_of(1, 0.001) == ALL  # the floor follows alpha: 999 questions needed
     for k, sub in [(1, grp == 1), (2, grp == 2)]:
         cand = sub[q]
         remap = np.cumsum(sub) - 1
@@ -145,4 +146,4 @@ def test_grouped_curves_pool_small_groups_and_round_trip():
     back = GroupedFnr.from_dict(d)
     assert np.array_equal(back.lams(0.2, grp), gf.lams(0.2, grp))
     assert FnrCurve.from_dict(gf.curves[1].to_dict()).lam(0.1) == gf.lam(0.1, 1)
-    assert gf.unattainable(0.001, 1).startswith("group 1 (own)")
+    assert gf.unattainable(0.001, 1).startswith("group 1 (all groups: marginal)")

@@ -217,13 +217,14 @@ def test_a_shifted_test_split_is_below_target_and_the_diagnostics_say_so():
     for a, m in zip(alphas, bad.diagnoses[0].miscoverage, strict=True):
         row = bad.row("CPR", a)
         assert row.below_target and row.ecr_hi < 1 - a  # the interval shows the miss
-        assert m["alpha"] == a and m["flag"] and m["p_binom"] < 1e-3
-        assert m["rate_test"] > m["rate_cal"]
+        assert m["alpha"] == a and m["flag"] and m["p_holm"] < 1e-3
+        assert m["miss_test"] > m["expected"]
         assert " !" in ecr_cell(row)
         good = ok.row("CPR", a)
         assert not good.below_target and good.ecr_hi >= 1 - a
     d = ok.diagnoses[0]
     assert 0 < d.recall_cal <= 1 and 0 < d.recall_test <= 1
+    assert not any(m["flag"] for m in d.miscoverage)
 
 
 def test_topk_with_k_one_gives_one_answer_per_question():
@@ -370,3 +371,19 @@ def test_a_test_group_unseen_at_calibration_is_counted_with_its_fallback_thresho
         row = res.row("CPR", a)
         assert math.isfinite(row.tau[3]) and row.attainable
         assert row.ecr_lo_cal <= row.ecr <= row.ecr_hi_cal, (a, row.ecr_lo_cal, row.ecr)
+
+
+def test_an_fnr_lambda_of_inf_that_attains_alpha_is_not_marked_unattainable():
+    """Gold answers scored +inf are found only by lambda = +inf (every candidate), which
+    still attains alpha when they are most of the gold answers: the row is attainable."""
+    b = TableBuilder(T)
+    for i in range(100):
+        costs = np.array([0.0, 1.0])
+        b.add(f"q{i}", 1, "t", {f"q{i}g"}, [f"q{i}w", f"q{i}g"], costs,
+              np.array([0.0, np.inf]), 1)  # fmt: skip
+    c, t = b.build(), b.build()
+    v = [Variant("FNR", "CPR", SURPRISAL, None, risk="fnr")]
+    res = deployed({"CPR": c}, {"CPR": t}, v, [0.5], POP, boot=20, draws=5)
+    row = res.row("FNR", 0.5)
+    assert all(math.isinf(x) for x in row.tau.values())
+    assert row.attainable and row.fnr == 0.0

@@ -176,13 +176,17 @@ def test_an_alpha_below_answer_recall_is_refused(store, flat, two_hop):
     for grouped in (True, False):
         fnr = cal._fnr(grouped)
         for g in sorted(set(node["q_groups"])):
-            curve = fnr.curve(g)
-            a = curve.smallest_alpha() / 2
+            # the pool follows alpha (mondrian.group_floor): read the curve at each alpha
+            a = fnr.curve(g, 0.5).smallest_alpha() / 2
+            curve = fnr.curve(g, a)
+            a = min(a, curve.smallest_alpha() / 2)
+            curve = fnr.curve(g, a)
             tiny.append(a)
             assert curve.unattainable(a) and math.isinf(curve.lam(a)), (g, a)
             th = cal.threshold(request(a, 0, "fnr", grouped=grouped), g)
             assert not th.attainable and math.isinf(th.value) and th.why
-            ok = curve.smallest_alpha() + 0.01
+            ok = fnr.curve(g, 0.5).smallest_alpha() + 0.01
+            curve = fnr.curve(g, ok)
             assert curve.unattainable(ok) is None and math.isfinite(curve.lam(ok))
     alpha = min(tiny)
     print(f"\nsmallest attainable FNR alphas halved: {[round(x, 4) for x in tiny]}")

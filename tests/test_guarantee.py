@@ -3,6 +3,7 @@ rules; and the guarantee's validity on synthetic questions over random calibrati
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from fractions import Fraction
@@ -23,6 +24,7 @@ from cpr_neo4j.conformal.guarantee import (
     Threshold,
     cut_set,
     population_of,
+    refuse_fnr_delta,
     request,
     serving,
 )
@@ -89,38 +91,68 @@ def _k(n: int, alpha: float, delta: float | None) -> int:
     return ok[0] if ok else n + 1
 
 
-def _pool_members(groups: np.ndarray, g: int) -> np.ndarray:
-    """conformal.mondrian's pools, spelled out: own pool at >= MIN_GROUP questions; else all
-    small groups together when they reach MIN_GROUP; else every question. Group 0 (no
-    candidates) is first counted in the largest group (guarantee.Calibrated.label)."""
+def _floor(alpha: float, delta: float | None) -> int:
+    """max(MIN_GROUP, the questions a finite threshold needs), spelled out."""
+    if delta is None:
+        need = math.ceil((1 - Fraction(str(alpha))) / Fraction(str(alpha)))
+    else:
+        need = next(n for n in range(1, 10**6) if (1 - alpha) ** n <= delta)
+    return max(MIN_GROUP, need)
+
+
+def _pool_members(groups: np.ndarray, g: int, alpha=0.1, delta=None) -> np.ndarray:
+    """conformal.mondrian's pools, spelled out, with the test question counted in its
+    group: own pool when that count exceeds the floor; else all small groups together when
+    their count does; else every question. Group 0 (no candidates) is first counted in the
+    largest group (guarantee.Calibrated.label)."""
+    floor = _floor(alpha, delta)
     top = int(groups.max())
     groups = np.where(groups == 0, top, groups)
     g = top if g == 0 else g
     counts = {int(k): int((groups == k).sum()) for k in np.unique(groups)}
-    if counts.get(g, 0) >= MIN_GROUP:
+    counts[g] = counts.get(g, 0) + 1
+    if counts[g] > floor:
         return groups == g
-    small = [k for k, v in counts.items() if v < MIN_GROUP]
-    if sum(counts[k] for k in small) >= MIN_GROUP:
+    small = [k for k, v in counts.items() if v <= floor]
+    if sum(counts[k] for k in small) > floor:
         return np.isin(groups, small)
     return np.ones(groups.size, bool)
 
 
-def _brute_tau(t: CandidateTable, alpha, delta, g, grouped=True) -> float:
+def _top_gold(t: CandidateTable, score: np.ndarray) -> np.ndarray:
+    """Per gold candidate slot: is it tied (within the tolerance) with its question's best
+    score, i.e. in the top level every never-empty set holds?"""
+    top = np.zeros(len(score), bool)
+    for i in range(t.n):
+        lo, hi = t.start[i], t.start[i + 1]
+        if hi > lo:
+            best = score[lo:hi].min()
+            top[lo:hi] = score[lo:hi] <= best + TOLERANCE * (1 + abs(best))
+    return top & t.gold
+
+
+def _brute_tau(t: CandidateTable, alpha, delta, g, grouped=True, eff=False) -> float:
+    """eff: effective scores, -inf where the top level holds a gold answer."""
     score = from_spec(t.qidx, t.cost, SPEC)
+    top = _top_gold(t, score)
     S = np.array(
-        [score[t.start[i] : t.start[i + 1]][t.gold[t.start[i] : t.start[i + 1]]].min(initial=np.inf)
+        [-np.inf if eff and top[t.start[i] : t.start[i + 1]].any() else
+         score[t.start[i] : t.start[i + 1]][t.gold[t.start[i] : t.start[i + 1]]].min(initial=np.inf)
          for i in range(t.n)]
     )  # fmt: skip
-    mine = S[_pool_members(t.group, g)] if grouped else S
+    mine = S[_pool_members(t.group, g, alpha, delta)] if grouped else S
     k = _k(mine.size, alpha, delta)
     return float(np.sort(mine)[k - 1]) if k <= mine.size else math.inf
 
 
-def _brute_lam(t: CandidateTable, alpha, g, grouped=True) -> float:
+def _brute_lam(t: CandidateTable, alpha, g, grouped=True, eff=False) -> float:
     """lambda-hat: the smallest gold score whose cumulative weight sum 1/|Y_i| over gold
-    candidates at or below it reaches (n+1)(1-alpha), in rationals."""
+    candidates at or below it reaches (n+1)(1-alpha), in rationals (eff: top-level gold
+    candidates score -inf)."""
     score = from_spec(t.qidx, t.cost, SPEC)
-    q = np.flatnonzero(_pool_members(t.group, g) if grouped else np.ones(t.n, bool))
+    top = _top_gold(t, score)
+    score = np.where(top, -np.inf, score) if eff else score
+    q = np.flatnonzero(_pool_members(t.group, g, alpha) if grouped else np.ones(t.n, bool))
     q = q[t.n_gold[q] > 0]
     rows = [(score[j], int(t.n_gold[i])) for i in q for j in range(t.start[i], t.start[i + 1])
             if t.gold[j]]  # fmt: skip
@@ -178,12 +210,12 @@ def test_coverage_thresholds_equal_brute_force(cal_table):
     for alpha in (0.05, 0.1, 0.3, 0.5):
         for delta in (None, 0.05, 0.2):
             for g in (0, 1, 2, 3, 7):  # 7: a group calibration never saw
-                for grouped in (True, False):
-                    th = c.threshold(Request(alpha, delta, grouped=grouped), g)
-                    assert th.value == _brute_tau(t, alpha, delta, g, grouped), (
-                        alpha, delta, g, grouped,
+                for grouped, eff in itertools.product((True, False), (True, False)):
+                    th = c.threshold(Request(alpha, delta, grouped=grouped, effective=eff), g)
+                    assert th.value == _brute_tau(t, alpha, delta, g, grouped, eff), (
+                        alpha, delta, g, grouped, eff,
                     )  # fmt: skip
-                    assert th.attainable == math.isfinite(th.value)
+                    assert th.attainable == (th.value < math.inf)
     th = c.threshold(Request(0.1), 2)
     assert (th.group, th.pool, th.n) == (2, "g2", int(counts[2]))
     assert c.threshold(Request(0.1), 0).pool == "g3"  # no candidates: the largest group's
@@ -217,8 +249,10 @@ def test_fnr_thresholds_equal_brute_force(cal_table):
     for alpha in (0.2, 0.3, 0.5, 0.8):
         for g in (0, 1, 2, 3):
             for grouped in (True, False):
-                th = c.threshold(Request(alpha, None, FNR, grouped=grouped), g)
-                assert th.value == _brute_lam(t, alpha, g, grouped), (alpha, g, grouped)
+                for eff in (True, False):
+                    req = Request(alpha, None, FNR, grouped=grouped, effective=eff)
+                    th = c.threshold(req, g)
+                    assert th.value == _brute_lam(t, alpha, g, grouped, eff), (alpha, g, eff)
     # delta is ignored in FNR mode (an expectation): the same lambda with or without it
     assert c.threshold(Request(0.3, 0.05, FNR), 1) == c.threshold(Request(0.3, None, FNR), 1)
 
@@ -289,6 +323,55 @@ def test_sentence_names_the_population_and_the_guarantee(cal_table):
     flat = Request(0.1, 0.05, grouped=False)
     one = c.sentence(flat, c.threshold(flat, 2))
     assert who in one and "hop(s), as this one's" not in one
+
+
+def test_fallback_to_every_question_says_it_is_marginal(cal_table):
+    """Small groups with too few questions together get the threshold of every calibration
+    question: the sentence says it is marginal over all of them and promises nothing for
+    this kind of question; a caveat says so for `cpr ask`'s notes."""
+    pop = {"n": cal_table.n, "dataset": "toy", "hops_label": None}
+    t = cal_table.subset(range(cal_table.n))
+    t.group[:12] = 4  # one small group: below 30 even with group 0 (no candidates) in it
+    mine = int(np.isin(t.group, (0, 4)).sum())
+    assert mine < MIN_GROUP
+    c = _calibrated(t, pop)
+    for req in (Request(0.1), Request(0.1, None), Request(0.2, None, FNR)):
+        th = c.threshold(req, 4)
+        assert th.pool == "all"
+        s = c.sentence(req, th)
+        assert f"marginal over all {th.n:,} calibration questions" in s, s
+        assert "no promise for questions like this one in particular" in s
+        if req.risk == COVERAGE:
+            assert f"has 4 hop(s) have {mine} calibration question(s)" in s
+        assert "pooled with this one's" not in s and c.caveat(req, th) in s
+        assert "this group" not in s
+    own = Request(0.1)
+    assert c.caveat(own, c.threshold(own, 2)) is None
+    assert (
+        c.caveat(Request(0.1, grouped=False), c.threshold(Request(0.1, grouped=False), 4)) is None
+    )
+
+
+def test_sentences_say_marginal_per_group_and_per_alpha(cal_table):
+    c = _calibrated(cal_table, {"n": cal_table.n, "dataset": "toy"})
+    pac = c.sentence(Request(0.1, 0.05), c.threshold(Request(0.1, 0.05), 2))
+    assert "holds for this group and this alpha on its own, not for every group" in pac
+    flat = Request(0.1, 0.05, grouped=False)
+    one = c.sentence(flat, c.threshold(flat, 2))
+    assert "holds for this alpha on its own, not for every alpha at once" in one
+    fnr = c.sentence(Request(0.2, None, FNR), c.threshold(Request(0.2, None, FNR), 2))
+    assert "that have at least one correct answer, and over calibration draws" in fnr
+    assert "not one for this calibration" in fnr
+
+
+def test_an_explicit_delta_with_fnr_is_refused_with_the_reason():
+    refuse_fnr_delta(COVERAGE, 0.05, "--delta")
+    refuse_fnr_delta(FNR, None, "--delta")
+    refuse_fnr_delta(FNR, 0, "delta")  # 0: the marginal guarantee, which fnr is
+    with pytest.raises(BadInput, match=r"--delta=0.05 asks for .*leave --delta out"):
+        refuse_fnr_delta(FNR, 0.05, "--delta")
+    with pytest.raises(BadInput, match=r"^delta=0.1 .*only risk coverage gives"):
+        refuse_fnr_delta(FNR, 0.1, "delta")
 
 
 def test_cut_set_respects_allow_empty():

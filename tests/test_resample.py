@@ -88,7 +88,7 @@ def test_resplits_read_the_all_fallback_as_every_calibration_question():
     rng = np.random.default_rng(2)
     s, g = _pool(rng, n1=150, n2=20, shift=2.0)
     m = Mondrian.from_scores(s[:80], g[:80])
-    pools = {k: m.pool_of(k) for k in (1, 2)}
+    pools = {k: m.pool_of(k, 0.2) for k in (1, 2)}
     assert pools == {1: "g1", 2: ALL}
     got = resplits(s, g, 80, 0.2, None, draws=40, seed=7, pools=pools)
     want = _brute_resplits(s, g, 80, 0.2, None, 40, 7, pools)
@@ -188,3 +188,23 @@ def test_cal_test_interval_uses_every_calibration_question_for_the_all_pool():
         s_c, s_t, 0.2, None, np.full(300, ALL), pt, np.arange(300), np.arange(400), 300, 0
     )
     assert got == pytest.approx(want)
+
+
+def test_resplits_can_replan_the_pools_in_every_draw():
+    """replan: each draw's pools come from its own calibration share (Mondrian on it), so a
+    group near the floor gets its own threshold in some draws and the fallback in others;
+    the result equals a loop doing exactly that, and differs from the fixed plan here."""
+    rng = np.random.default_rng(3)
+    s, g = _pool(rng, n1=150, n2=64, shift=2.0)  # group 2: ~30 of it in a 100-question share
+    got = resplits(s, g, 100, 0.2, None, draws=60, seed=4, pools={1: "g1", 2: "g2"}, replan=True)
+    r, ecr = np.random.default_rng(4), []
+    for _ in range(60):
+        perm = r.permutation(len(s))
+        cal, test = perm[:100], perm[100:]
+        tau = Mondrian.from_scores(s[cal], g[cal]).taus(0.2, None, g[test])
+        ecr.append(_covered(s[test], tau).mean())
+    ecr = np.array(ecr)
+    want = (ecr.mean(), np.percentile(ecr, 5), (ecr >= 0.8 - 1e-12).mean())
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    fixed = resplits(s, g, 100, 0.2, None, draws=60, seed=4, pools={1: "g1", 2: "g2"})
+    assert fixed != got

@@ -235,6 +235,9 @@ def test_risk_fnr_allow_empty_ungrouped_and_delta_0_are_accepted(client, asked, 
     print(f"\nPAC tau {pac['tau']:.4g}, marginal {marginal['tau']:.4g}, FNR {fnr['tau']:.4g}")
     bad = client.post("/ask", json={"question": QUESTION, "alpha": 0.3, "risk": "recall"})
     assert bad.status_code == 422
+    both = client.post("/ask", json={"question": QUESTION, "risk": "fnr", "delta": 0.05})
+    assert both.status_code == 422 and "leave delta out" in both.json()["detail"]
+    assert "--delta" not in both.json()["detail"]  # HTTP speaks of request fields
 
 
 def test_entity_may_be_a_list(client, asked):

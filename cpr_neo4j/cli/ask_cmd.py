@@ -18,7 +18,7 @@ from cpr_neo4j.cli.common import (
     progress_bar,
     table,
 )
-from cpr_neo4j.conformal import DEFAULT_DELTA
+from cpr_neo4j.conformal import DEFAULT_DELTA, refuse_fnr_delta
 from cpr_neo4j.errors import EMPTY_QUESTION, BadInput, CprError
 
 SHOWN = 25
@@ -72,22 +72,31 @@ SHOWN = 25
     show_default=True,
     type=click.FloatRange(0, 1, max_open=True),
     help="A guarantee for this calibration (PAC): coverage >= 1-alpha with probability "
-    ">= 1-delta over the calibration draw; 0 gives the marginal guarantee (on average over "
-    "calibration draws, a smaller set).",
+    ">= 1-delta over the calibration draw, for the question's group and this alpha; 0 gives "
+    "the marginal guarantee (on average over calibration draws, a smaller set). Coverage "
+    "only: refused with --risk fnr, whose guarantee is marginal.",
 )
 @click.option(
     "--risk",
     type=click.Choice(["coverage", "fnr"]),
     default="coverage",
     show_default=True,
-    help="coverage: the set holds a correct answer with prob. >= 1-alpha; fnr: on average at "
-    "least 1-alpha of the correct answers are in the set (all the answers, not one).",
+    help="coverage: the set holds a correct answer with prob. >= 1-alpha; fnr: averaged over "
+    "questions with a correct answer and over calibration draws, at least 1-alpha of the "
+    "correct answers are in the set (all the answers, not one; no --delta).",
 )
 @click.option(
     "--allow-empty",
     is_flag=True,
     help="The paper's sets: empty when nothing scores within tau (default: the top-ranked "
     "answers are always in the set, a superset with the same guarantee).",
+)
+@click.option(
+    "--effective-scores",
+    is_flag=True,
+    help="Calibrate never-empty sets on effective scores (a calibration question whose "
+    "top-ranked answers hold a correct one counts as covered at any threshold): the same "
+    "guarantee with smaller sets, but fewer of a question's correct answers.",
 )
 @click.option(
     "--ungrouped",
@@ -126,6 +135,7 @@ def ask(
     delta: float,
     risk: str,
     allow_empty: bool,
+    effective_scores: bool,
     ungrouped: bool,
     all_candidates: bool,
     allow_stale: bool,
@@ -138,6 +148,9 @@ def ask(
     if question is not None and not question.strip():  # before the heavy imports
         raise BadInput(EMPTY_QUESTION)
     items = read_questions(questions_file) if questions_file else None
+    given = click.get_current_context().get_parameter_source("delta")
+    if given is not click.core.ParameterSource.DEFAULT:
+        refuse_fnr_delta(risk, delta, "--delta")
     from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
 
     hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
@@ -151,12 +164,13 @@ def ask(
             active,
             hints,
             hops_filter=hops,
-            delta=delta or None,
+            delta=(delta or None) if risk == "coverage" else None,
             all_candidates=all_candidates,
             allow_stale=allow_stale,
             risk=risk,
             allow_empty=allow_empty,
             grouped=not ungrouped,
+            effective=effective_scores or None,
         )
         if items is not None:
             failed = answer_file(session, items, output)
@@ -183,7 +197,9 @@ def ask(
             f"the set is empty at alpha={r.alpha:g}; best candidate: {b.name} "
             f"(score {b.cost:.3f}, {b.path})"
         )
-    tau = "+inf" if math.isinf(r.tau) else f"{r.tau:.4g}"  # surprisal taus can be ~1e-7
+    tau = f"{r.tau:.4g}"  # surprisal taus can be ~1e-7
+    if math.isinf(r.tau):  # -inf: effective scores, the top-ranked answers only
+        tau = "+inf" if r.tau > 0 else "-inf (the top-ranked answers only)"
     pac = "" if r.delta is None else f", delta = {r.delta:g}"
     what = "lambda" if r.risk == "fnr" else "tau"
     console.print(

@@ -11,7 +11,8 @@ and the KGQA answer metrics (conformal/diagnostics.answer_metrics), per-hop ECR 
 and single-answer questions apart. FNR rows control the false-negative rate instead.
 An alpha whose threshold is +inf for some group is marked unattainable (those questions
 get every candidate). The pooled view (conformal/resample.resplits) and the diagnostics
-(KS, the direct miscoverage test, recall on each side, interval widths) come with it.
+(KS, the exact test of the test split's misses with Holm across alphas, conformal/shift.py,
+recall on each side, interval widths) come with it.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap, miscoverage_test
-from cpr_neo4j.conformal.guarantee import COVERAGE, FNR, Calibrated, Request
+from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap
+from cpr_neo4j.conformal.guarantee import COVERAGE, EFFECTIVE_DEFAULT, FNR, Calibrated, Request
 from cpr_neo4j.conformal.resample import cal_test_interval, effective, resplits
 from cpr_neo4j.conformal.scores import from_spec
 from cpr_neo4j.conformal.sets import SetCounter, slack
+from cpr_neo4j.conformal.shift import holm, miss_test
 from cpr_neo4j.conformal.table import CandidateTable
 
 
@@ -41,9 +43,10 @@ class Variant:
     allow_empty: bool = False
     grouped: bool = True
     diagnose: bool = False  # KS, miscoverage test and interval widths for this variant
+    effective: bool = EFFECTIVE_DEFAULT  # calibrate on conformal/effective.py's scores
 
     def request(self, alpha: float) -> Request:
-        return Request(alpha, self.delta, self.risk, self.allow_empty, self.grouped)
+        return Request(alpha, self.delta, self.risk, self.allow_empty, self.grouped, self.effective)
 
 
 def table_scores(t: CandidateTable, spec: Mapping) -> np.ndarray:
@@ -98,7 +101,7 @@ class Diagnosis:
     ks_p: float
     recall_cal: float
     recall_test: float
-    miscoverage: list[dict]  # per alpha: diagnostics.MiscoverageTest.to_dict()
+    miscoverage: list[dict]  # per alpha: shift.MissTest.to_dict() (Holm across alphas)
     widths: dict  # alpha -> {"question": width, "template": width} of the test interval
 
 
@@ -174,17 +177,19 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
     flo, fhi = cluster_bootstrap(fnr_q, t.template, boot, rng)
     lo_c = hi_c = math.nan
     pooled: dict = {}
-    attainable = all(math.isfinite(x) for x in tau_q)
-    if req.risk == COVERAGE and attainable:
+    # an FNR lambda of +inf (every candidate) may still attain alpha: ask the threshold
+    attainable = all(calibrated.threshold(req, int(g)).attainable for g in np.unique(t.group))
+    if req.risk == COVERAGE and attainable and all(x < math.inf for x in tau_q):
         s_c = calibrated.scores
         s_t = effective(counter.score, counter.top_gold > 0, not req.allow_empty)
         pools = _pools(calibrated, req, t_groups)
         pc = np.array([pools.get(int(g), "") for g in calibrated.groups])
         pt = np.array([pools.get(int(g), "") for g in t_groups])
-        lo_c, hi_c = cal_test_interval(
-            s_c, s_t, alpha, req.pac, pc, pt, c.template, t.template, boot, seed
-        )
         s_c_eff = effective(s_c, cal_top, not req.allow_empty)
+        s_th = s_c_eff if req.eff else s_c  # the scores the thresholds are read from
+        lo_c, hi_c = cal_test_interval(
+            s_th, s_t, alpha, req.pac, pc, pt, c.template, t.template, boot, seed
+        )
         mean, p5, held = resplits(
             np.concatenate([s_c_eff, s_t]),
             np.concatenate([calibrated.groups, t_groups]),
@@ -194,7 +199,8 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
             draws,
             seed,
             pools if req.grouped else None,
-            np.concatenate([s_c, counter.score]),
+            None if req.eff else np.concatenate([s_c, counter.score]),
+            replan=req.grouped,
         )
         pooled = {"ecr_mean": mean, "ecr_p5": p5, "held": held}
     by_hops = {
@@ -226,7 +232,7 @@ def _pools(calibrated: Calibrated, req: Request, test_groups: np.ndarray) -> dic
     if not req.grouped:
         return {int(g): "all" for g in seen}
     m = calibrated._mondrian(True)
-    return {int(g): m.pool_of(int(g)) for g in seen}
+    return {int(g): m.pool_of(int(g), req.alpha, req.pac) for g in seen}
 
 
 def _top_hit(c: CandidateTable, score: np.ndarray, calibrated: Calibrated) -> np.ndarray:
@@ -245,12 +251,15 @@ def _diagnose(v, alphas, c, t, calibrated, counter, boot, seed) -> Diagnosis:
     rng = np.random.default_rng(seed + 7)
     for a in alphas:
         req = v.request(a)
-        miss_c = ~(s_c <= slack(calibrated.thresholds(req, c.group)))
-        miss_t = ~(s_t <= slack(calibrated.thresholds(req, t.group)))
-        tests.append(miscoverage_test(miss_c, miss_t, a).to_dict())
+        # the event whose law shift.miss_test knows: the calibrated score within tau (with
+        # effective scores, exactly the never-empty set's coverage)
+        s_used = effective(s_t, counter.top_gold > 0, True) if req.eff else s_t
+        miss_t = ~(s_used <= slack(calibrated.thresholds(req, t.group)))
+        tests.append(miss_test(calibrated, req, t.group, miss_t))
         qlo, qhi = cluster_bootstrap(~miss_t, None, boot, rng)
         tlo, thi = cluster_bootstrap(~miss_t, t.template, boot, rng)
         widths[float(a)] = {"question": qhi - qlo, "template": thi - tlo}
+    tests = [x.to_dict() for x in holm(tests)]
     return Diagnosis(
         v.name,
         float(ks.statistic),

@@ -5,12 +5,15 @@ its gold answers' scores and |Y|) and decides, for a `Request`:
 - the threshold: coverage mode takes the k-th smallest S (plain, or the PAC rank with
   delta); FNR mode takes conformal risk control's lambda-hat (conformal/risk.py);
   group-conditional (the default) reads both from the calibration questions of the test
-  question's own group, with small groups pooled (conformal/mondrian.py); the group is the
-  hop count of the best answer's path, and questions with no candidate join the largest;
+  question's own group, with small groups pooled (conformal/mondrian.py: a floor that
+  follows alpha and delta); the group is the hop count of the best candidate's path, and
+  questions with no candidate join the largest; on raw S, or on effective scores for
+  never-empty sets when asked (conformal/effective.py);
 - whether alpha is attainable at all (tau = +inf: recall or n too small), and why not;
 - the cut: scores within the tolerance of the threshold (an enlargement only, for scores
   recomputed in another process), plus the top-ranked level unless empty sets are allowed;
-- the sentence printed with the set, naming the population it holds for.
+- the sentence printed with the set (conformal/wording.py), naming the population it holds
+  for, marginal or PAC (per group and alpha), and what a fallback threshold does not promise.
 Which calibration serves a question (every hop count unless --hops) is `serving`.
 
 Every score is a fixed function of the question and its candidates (conformal/scores.py),
@@ -27,13 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from cpr_neo4j.conformal import DEFAULT_DELTA
+from cpr_neo4j.conformal import DEFAULT_DELTA, effective, wording
+from cpr_neo4j.conformal import refuse_fnr_delta as refuse_fnr_delta  # no numpy there
 from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
 from cpr_neo4j.conformal.risk import GroupedFnr
-from cpr_neo4j.conformal.threshold import TOLERANCE, cut, percent
+from cpr_neo4j.conformal.threshold import TOLERANCE, cut
 from cpr_neo4j.errors import BadInput, CprError
 
 COVERAGE, FNR = "coverage", "fnr"
+EFFECTIVE_DEFAULT = False  # raw S unless asked (--effective-scores; docs/method.md)
 ALL_HOPS = 0  # a model's hops_filter when it was trained on every hop count
 
 
@@ -44,6 +49,7 @@ class Request:
     risk: str = COVERAGE
     allow_empty: bool = False
     grouped: bool = True
+    effective: bool = EFFECTIVE_DEFAULT  # calibrate never-empty sets on conformal/effective.py
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -52,6 +58,11 @@ class Request:
             raise BadInput(f"delta must lie strictly between 0 and 1, got {self.delta}")
         if self.risk not in (COVERAGE, FNR):
             raise BadInput(f"risk must be {COVERAGE} or {FNR}, got {self.risk!r}")
+
+    @property
+    def eff(self) -> bool:
+        """Effective scores apply to never-empty sets only (for the others: invalid)."""
+        return self.effective and not self.allow_empty
 
     @property
     def pac(self) -> float | None:
@@ -65,9 +76,11 @@ def request(
     risk: str = COVERAGE,
     allow_empty: bool = False,
     grouped: bool = True,
+    effective: bool | None = None,
 ) -> Request:
     """A Request from CLI/HTTP values: delta 0 means the marginal guarantee."""
-    return Request(alpha, delta or None, risk, allow_empty, grouped)
+    eff = EFFECTIVE_DEFAULT if effective is None else effective
+    return Request(alpha, delta or None, risk, allow_empty, grouped, eff)
 
 
 @dataclass(frozen=True)
@@ -107,6 +120,13 @@ class Calibrated:
         self.population = dict(population)
         self.min_group = min_group
         self._fnr_in = {k: np.asarray(v) for k, v in fnr.items()}
+        # which gold candidates lie in their question's top level (absent: raw scores only)
+        top = self._fnr_in.setdefault("top", np.zeros(0, bool)).astype(bool)
+        self.knows_top = len(top) == len(self._fnr_in.get("score", ()))
+        self._fnr_in["top"] = top if self.knows_top else np.zeros(len(top), bool)
+        self.top_hit = np.zeros(self.n, bool)
+        if self.knows_top and len(top):
+            self.top_hit = effective.question_top_hit(self._fnr_in["qidx"], top, self.n)
         self._cache: dict[tuple, Any] = {}
 
     # ---- construction --------------------------------------------------------------
@@ -126,8 +146,9 @@ class Calibrated:
         best = np.full(n, np.inf)
         g = np.asarray(gold, dtype=bool)
         np.minimum.at(best, np.asarray(qidx)[g], np.asarray(score)[g])
+        top = effective.top_level(qidx, score, n)[g]
         fnr = {"qidx": np.asarray(qidx)[g], "score": np.asarray(score)[g], "n_gold": n_gold}
-        return cls(best, groups, fnr, population)
+        return cls(best, groups, fnr | {"top": top}, population)
 
     def to_props(self) -> dict[str, Any]:
         """What a (:Calibration) node stores to rebuild this (lists of numbers only)."""
@@ -137,6 +158,7 @@ class Calibrated:
             "fnr_qidx": self._fnr_in["qidx"].astype(int).tolist(),
             "fnr_scores": self._fnr_in["score"].astype(float).tolist(),
             "q_n_gold": self._fnr_in["n_gold"].astype(int).tolist(),
+            "fnr_top": self._fnr_in["top"].astype(bool).tolist(),
         }
 
     @classmethod
@@ -151,6 +173,7 @@ class Calibrated:
             "qidx": node.get("fnr_qidx") or [],
             "score": node.get("fnr_scores") or [],
             "n_gold": node.get("q_n_gold") or [],
+            "top": node.get("fnr_top") or [],  # absent before effective scores: raw only
         }
         return cls(node["q_scores"], node["q_groups"], fnr, population_of(node))
 
@@ -164,23 +187,23 @@ class Calibrated:
     def _labels(self, grouped: bool) -> np.ndarray:
         return self.groups if grouped else np.zeros(self.n, dtype=np.int64)
 
-    def _mondrian(self, grouped: bool) -> Mondrian:
-        key = ("m", grouped)
+    def _mondrian(self, grouped: bool, eff: bool = False) -> Mondrian:
+        key = ("m", grouped, eff)
         if key not in self._cache:
-            self._cache[key] = Mondrian.from_scores(
-                self.scores, self._labels(grouped), self.min_group
-            )
+            s = effective.scores(self.scores, self.top_hit) if eff else self.scores
+            self._cache[key] = Mondrian.from_scores(s, self._labels(grouped), self.min_group)
         return self._cache[key]
 
-    def _fnr(self, grouped: bool) -> GroupedFnr:
-        key = ("f", grouped)
+    def _fnr(self, grouped: bool, eff: bool = False) -> GroupedFnr:
+        key = ("f", grouped, eff)
         if key not in self._cache:
             f = self._fnr_in
             if not len(f["n_gold"]):
                 raise CprError("this calibration stored no answer-recall curve: recalibrate")
+            score = f["score"].astype(float)
             self._cache[key] = GroupedFnr.from_flat(
                 f["qidx"].astype(np.int64),
-                f["score"].astype(float),
+                np.where(f["top"], -np.inf, score) if eff else score,
                 np.ones(len(f["score"]), dtype=bool),
                 f["n_gold"].astype(np.int64),
                 self._labels(grouped),
@@ -192,19 +215,22 @@ class Calibrated:
         """The threshold for a question of `group` (ignored unless req.grouped)."""
         g = int(self.label(group)) if req.grouped else 0
         if req.risk == FNR:
-            f = self._fnr(req.grouped)
-            pool = f.pool_of(g)
+            f = self._fnr(req.grouped, req.eff)
+            pool = f.pool_of(g, req.alpha)
             return Threshold(
-                f.lam(req.alpha, g), f.unattainable(req.alpha, g), g, pool, f.curve(g).n
+                f.lam(req.alpha, g),
+                f.unattainable(req.alpha, g),
+                g,
+                pool,
+                f.curve(g, req.alpha).n,
             )
-        m = self._mondrian(req.grouped)
-        pool = m.pool_of(g)
+        m = self._mondrian(req.grouped, req.eff)
         return Threshold(
             m.tau(req.alpha, req.pac, g),
             m.unattainable(req.alpha, req.pac, g),
             g,
-            pool,
-            m.pool(pool)[1],
+            m.pool_of(g, req.alpha, req.pac),
+            m.pool(req.alpha, req.pac, g)[1],
         )
 
     def thresholds(self, req: Request, groups: np.ndarray) -> np.ndarray:
@@ -215,44 +241,24 @@ class Calibrated:
 
     def notes(self, req: Request) -> list[str]:
         """Fallbacks in use (small groups pooled), for reports."""
-        return self._mondrian(req.grouped).notes() if req.grouped else []
+        return self._mondrian(req.grouped).notes(req.alpha, req.pac) if req.grouped else []
 
-    # ---- sentences -------------------------------------------------------------------
+    # ---- sentences (conformal/wording.py) -------------------------------------------
 
     def sentence(self, req: Request, th: Threshold) -> str:
-        """What the set made with `th` promises, and for whom."""
-        who = self.describe_population(req, th)
-        if req.risk == FNR:
-            return (
-                f"on average at least {percent(1 - req.alpha)} of the correct answers are in "
-                f"sets made this way, for questions like {who}"
-            )
-        if req.pac is None:
-            return (
-                f"for questions like {who}, a set made this way contains a correct answer "
-                f"with probability at least {percent(1 - req.alpha)} (on average over "
-                "calibration draws; --delta gives a guarantee for this calibration)"
-            )
-        return (
-            f"with probability at least {percent(1 - req.pac)} over the calibration draw, "
-            f"sets made with this calibration contain a correct answer for at least "
-            f"{percent(1 - req.alpha)} of questions like {who}"
-        )
+        """What the set made with `th` promises, and for whom (and for whom not)."""
+        return wording.sentence(self, req, th)
 
-    def describe_population(self, req: Request, th: Threshold) -> str:
-        p = self.population
-        base = f"the {p.get('n', self.n):,} calibration questions of {p.get('dataset', '?')}"
-        hops = p.get("hops_label")
-        if hops:
-            base += f" ({hops})"
-        if not req.grouped:
-            return base
-        if th.pool.startswith("g"):
-            return (
-                f"{base} whose best candidate path has {th.group} hop(s), as this one's does "
-                f"({th.n:,} of them)"
-            )
-        return f"{base} in the small groups pooled with this one's ({th.n:,} of them)"
+    def caveat(self, req: Request, th: Threshold) -> str | None:
+        """What the sentence does not promise when its threshold is a fallback."""
+        return wording.caveat(self, req, th)
+
+    def group_n(self, req: Request, group: int) -> int:
+        """Calibration questions of `group` (FNR: those with a correct answer)."""
+        if req.risk == FNR:
+            curve = self._fnr(True).curves.get(int(group))
+            return curve.n if curve is not None else 0
+        return self._mondrian(True).n.get(int(group), 0)
 
 
 def population_of(node: Mapping[str, Any]) -> dict[str, Any]:

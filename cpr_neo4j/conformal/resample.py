@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from cpr_neo4j.conformal.diagnostics import cluster_draws_cal_test
-from cpr_neo4j.conformal.mondrian import ALL
+from cpr_neo4j.conformal.mondrian import ALL, Mondrian
 from cpr_neo4j.conformal.sets import slack
 from cpr_neo4j.conformal.threshold import rank
 
@@ -72,11 +72,16 @@ def resplits(
     seed: int = 0,
     pools: Mapping[int, str] | None = None,
     threshold_scores: np.ndarray | None = None,
+    replan: bool = False,
 ) -> tuple[float, float, float]:
     """(mean ECR, 5th percentile, held share) over random calibration/test re-splits of
-    the pooled questions; thresholds per pool (`pools`: group -> pool name; None: one)."""
+    the pooled questions; thresholds per pool (`pools`: group -> pool name; None: one).
+    replan (with pools): each draw plans its own pools from its calibration share's group
+    counts, as `cpr calibrate` would have (conformal/mondrian.py), instead of the fixed map."""
     s = np.asarray(pool_scores, dtype=float)
     th = s if threshold_scores is None else np.asarray(threshold_scores, dtype=float)
+    if replan and pools is not None:
+        return _replanned(s, th, np.asarray(pool_groups), n_cal, alpha, delta, draws, seed)
     every = -1
     if pools is None:
         labels = np.zeros(len(s), dtype=np.int64)
@@ -96,5 +101,17 @@ def resplits(
             k = rank(len(cs), alpha, delta) if len(cs) else 1
             tau[labels == lab] = cs[k - 1] if 0 < k <= len(cs) else math.inf
         ecr[d] = (np.isfinite(s[test]) & (s[test] <= slack(tau[test]))).mean()
+    held = float((ecr >= 1 - alpha - 1e-12).mean())
+    return float(ecr.mean()), float(np.percentile(ecr, 5)), held
+
+
+def _replanned(s, th, groups, n_cal, alpha, delta, draws, seed) -> tuple[float, float, float]:
+    rng = np.random.default_rng(seed)  # the same permutations as the fixed-pool loop
+    ecr = np.empty(draws)
+    for d in range(draws):
+        perm = rng.permutation(len(s))
+        cal, test = perm[:n_cal], perm[n_cal:]
+        tau = Mondrian.from_scores(th[cal], groups[cal]).taus(alpha, delta, groups[test])
+        ecr[d] = (np.isfinite(s[test]) & (s[test] <= slack(tau))).mean()
     held = float((ecr >= 1 - alpha - 1e-12).mean())
     return float(ecr.mean()), float(np.percentile(ecr, 5)), held

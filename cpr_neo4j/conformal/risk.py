@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from cpr_neo4j.conformal.mondrian import ALL, MIN_GROUP, SMALL, labels, plan_pools
+from cpr_neo4j.conformal.mondrian import (
+    ALL,
+    MIN_GROUP,
+    SMALL,
+    group_floor,
+    labels,
+    members,
+    plan_pools,
+)
 from cpr_neo4j.conformal.threshold import conformal_rank
 from cpr_neo4j.errors import BadInput
 
@@ -40,8 +48,8 @@ class FnrCurve:
     def __init__(self, scores, n_gold, n: int, inf_n_gold=(), n_skipped: int = 0):
         s = np.asarray(scores, dtype=float)
         ng = np.asarray(n_gold, dtype=np.int64)
-        if s.shape != ng.shape or (s.size and not np.isfinite(s).all()):
-            raise BadInput("FNR curve: one finite score per n_gold entry")
+        if s.shape != ng.shape or (s.size and not (s < math.inf).all()):
+            raise BadInput("FNR curve: one score below +inf per n_gold entry")
         order = np.argsort(s, kind="stable")
         self.scores, self.n_gold = s[order], ng[order]
         self.inf_n_gold = np.asarray(inf_n_gold, dtype=np.int64)  # gold scored +inf
@@ -67,8 +75,8 @@ class FnrCurve:
         if found.size > ng.size or (found > ng).any():
             raise BadInput("a question has more gold candidates than gold answers")
         keep = g & (ng[q] > 0)
-        fin = keep & np.isfinite(s)
-        inf = keep & ~np.isfinite(s)
+        fin = keep & (s < math.inf)  # -inf (effective scores: always found) included
+        inf = keep & ~fin
         counted = int((ng > 0).sum())
         return cls(s[fin], ng[q[fin]], counted, ng[q[inf]], ng.size - counted)
 
@@ -160,15 +168,13 @@ class FnrCurve:
 
 
 class GroupedFnr:
-    """One FNR curve per group, small groups pooled as in conformal.mondrian."""
+    """One FNR curve per group, small groups pooled as in conformal.mondrian (the floor is
+    group_floor(alpha): max(min_group, the questions a finite lambda-hat needs))."""
 
     def __init__(self, curves: Mapping[int, FnrCurve], min_group: int = MIN_GROUP):
         self.curves = {int(g): c for g, c in curves.items()}
         self.min_group = int(min_group)
-        self.pools, self.fallback = plan_pools(
-            {g: c.n for g, c in self.curves.items()}, self.min_group
-        )
-        self._pooled: dict[str, FnrCurve] = {}
+        self._pooled: dict[tuple, FnrCurve] = {}
 
     @classmethod
     def from_flat(cls, qidx, score, gold, n_gold, groups, min_group: int = MIN_GROUP):
@@ -190,18 +196,25 @@ class GroupedFnr:
             )
         return cls(curves, min_group)
 
-    def pool_of(self, group: int) -> str:
-        return self.pools.get(int(group), self.fallback)
+    def plan(self, alpha: float, group: int) -> tuple[str, list[int]]:
+        """(pool name, member groups) for a test question of `group` (mondrian.plan_pools,
+        counting questions with a gold answer: the ones the loss is defined on)."""
+        floor = group_floor(alpha, None, self.min_group)
+        pools, fallback = plan_pools({g: c.n for g, c in self.curves.items()}, floor, group)
+        name = pools.get(int(group), fallback)
+        return name, [g for g in members(pools, name) if g in self.curves]
 
-    def curve(self, group: int) -> FnrCurve:
-        name = self.pool_of(group)
-        if name not in self._pooled:
-            members = [g for g in self.curves if name == ALL or self.pools[g] == name]
-            self._pooled[name] = FnrCurve.merge([self.curves[g] for g in members])
-        return self._pooled[name]
+    def pool_of(self, group: int, alpha: float) -> str:
+        return self.plan(alpha, group)[0]
+
+    def curve(self, group: int, alpha: float) -> FnrCurve:
+        key = tuple(self.plan(alpha, group)[1])
+        if key not in self._pooled:
+            self._pooled[key] = FnrCurve.merge([self.curves[g] for g in key])
+        return self._pooled[key]
 
     def lam(self, alpha: float, group: int) -> float:
-        return self.curve(group).lam(alpha)
+        return self.curve(group, alpha).lam(alpha)
 
     def lams(self, alpha: float, groups) -> np.ndarray:
         """lambda-hat per question from its group label."""
@@ -210,19 +223,14 @@ class GroupedFnr:
         return np.array([self.lam(alpha, int(u)) for u in uniq])[inv.reshape(g.shape)]
 
     def unattainable(self, alpha: float, group: int) -> str | None:
-        why = self.curve(group).unattainable(alpha)
-        name = self.pool_of(group)
+        why = self.curve(group, alpha).unattainable(alpha)
+        name = self.pool_of(group, alpha)
         where = {SMALL: "pooled small groups", ALL: "all groups: marginal"}.get(name, "own")
         return None if why is None else f"group {group} ({where}): {why}"
 
     def to_dict(self) -> dict[str, Any]:
         gs = sorted(self.curves)
-        out: dict[str, Any] = {
-            "kind": "fnr_grouped",
-            "min_group": self.min_group,
-            "groups": gs,
-            "pools": [self.pools[g] for g in gs],
-        }
+        out: dict[str, Any] = {"kind": "fnr_grouped", "min_group": self.min_group, "groups": gs}
         for g in gs:
             for k, v in self.curves[g].to_dict().items():
                 if k != "kind":
@@ -231,8 +239,6 @@ class GroupedFnr:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GroupedFnr:
+        """Pools are planned per request from the stored curves, so none are stored."""
         gs = [int(g) for g in d["groups"]]
-        out = cls({g: FnrCurve.from_dict(d, f"g{g}_") for g in gs}, int(d["min_group"]))
-        if "pools" in d and [out.pools[g] for g in gs] != list(d["pools"]):
-            raise BadInput("stored FNR pools disagree with the group sizes")
-        return out
+        return cls({g: FnrCurve.from_dict(d, f"g{g}_") for g in gs}, int(d["min_group"]))

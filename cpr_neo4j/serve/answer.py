@@ -86,7 +86,7 @@ def answer(
             req.active,
             hints,
             hops_filter=req.hops,
-            delta=req.delta or None,
+            delta=(req.delta or None) if req.risk == "coverage" else None,
             all_candidates=req.all_candidates,
             allow_stale=req.allow_stale,
             cal=cal,
@@ -94,6 +94,7 @@ def answer(
             allow_empty=req.allow_empty,
             grouped=not req.ungrouped,
             fields=HTTP,
+            effective=req.effective_scores or None,
         )
         if writer is not None:
             session.save = writer.saver(store)
@@ -118,7 +119,7 @@ def answer(
         delta=r.delta,
         risk=r.risk,
         tau=r.tau if finite else None,
-        tau_infinite=not finite,
+        tau_infinite=r.tau == math.inf,  # -inf (effective scores): the top level only
         group=r.group,
         n=r.n,
         model_id=r.model_id,

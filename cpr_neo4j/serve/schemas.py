@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-from cpr_neo4j.conformal import DEFAULT_DELTA
+from cpr_neo4j.conformal import DEFAULT_DELTA, refuse_fnr_delta
+from cpr_neo4j.errors import BadInput
 
 MAX_QUESTION_CHARS = 1000
 MAX_BATCH = 100
@@ -41,15 +42,22 @@ class AskRequest(BaseModel):
         ge=0,
         lt=1,
         description="Guarantee for this calibration: with probability >= 1 - delta over the "
-        "calibration draw (PAC); 0: the marginal guarantee.",
+        "calibration draw (PAC), for the question's group and this alpha; 0: the marginal "
+        "guarantee. Risk coverage only: a delta above 0 sent with risk fnr is refused.",
     )
     risk: Literal["coverage", "fnr"] = Field(
         "coverage",
-        description="coverage: a correct answer with prob. >= 1 - alpha; fnr: on average at "
-        "least 1 - alpha of the correct answers.",
+        description="coverage: a correct answer with prob. >= 1 - alpha; fnr: averaged over "
+        "questions with a correct answer and over calibration draws, at least 1 - alpha of "
+        "the correct answers (send no delta).",
     )
     allow_empty: bool = Field(False, description="The paper's sets, which may be empty.")
     ungrouped: bool = Field(False, description="One threshold for every kind of question.")
+    effective_scores: bool = Field(
+        False,
+        description="Calibrate never-empty sets on effective scores: the same guarantee with "
+        "smaller sets (fewer of a question's correct answers).",
+    )
     all_candidates: bool = Field(False, description="At an alpha the calibration cannot honour.")
     allow_stale: bool = Field(
         False, description="Answer with a calibration older than the graph (no guarantee)."
@@ -61,6 +69,16 @@ class AskRequest(BaseModel):
         if not value.strip():
             raise ValueError("the question is blank")
         return value
+
+    @model_validator(mode="after")
+    def no_delta_with_fnr(self) -> AskRequest:
+        """A delta sent with risk fnr is refused, not dropped (the default one is unused)."""
+        if "delta" in self.model_fields_set:
+            try:
+                refuse_fnr_delta(self.risk, self.delta, "delta")
+            except BadInput as exc:
+                raise ValueError(str(exc)) from None
+        return self
 
 
 class BatchRequest(BaseModel):
@@ -93,7 +111,8 @@ class AskResponse(BaseModel):
     risk: str
     tau: float | None = Field(
         description="This question's threshold (its group's; lambda-hat with risk fnr); null "
-        "when +inf (every candidate is in the set)."
+        "when +inf (every candidate is in the set, tau_infinite true) or -inf (effective "
+        "scores: only the top-ranked answers, tau_infinite false)."
     )
     tau_infinite: bool
     group: int = Field(description="The question's group: the hop count of its best path.")

@@ -252,6 +252,9 @@ def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
     url, cypher = browser_link(session.store, ask_id)
     calibrated = session.calibrated_for(d.linked)
     sentence = calibrated.sentence(req, d.threshold) if d.guaranteed else None
+    caveat = calibrated.caveat(req, d.threshold) if d.guaranteed else None
+    if caveat:  # a fallback threshold: say what the guarantee is not, next to the notes
+        notes.append(f"fallback threshold: {caveat}")
     return AskResult(
         d.text,
         session.dataset,

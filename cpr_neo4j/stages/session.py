@@ -142,6 +142,7 @@ def open_session(
     allow_empty: bool = False,
     grouped: bool = True,
     fields: dict | None = None,
+    effective: bool | None = None,
 ) -> Session:
     """Check the request against the calibration that serves it (`cal`: already read by
     the caller); errors before any search. delta 0 or None: the marginal guarantee.
@@ -149,7 +150,7 @@ def open_session(
     fields = fields or CLI
     dataset = pick_dataset(store, dataset, model_id)
     cal = cal or find_calibration(store, dataset, model_id, hops_filter)
-    req = request(alpha, delta, risk, allow_empty, grouped)
+    req = request(alpha, delta, risk, allow_empty, grouped, effective)
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
     wanted = RetrievalSettings(
         hops=cal["hops"],
