@@ -384,7 +384,14 @@ def test_non_utf8_line_is_skipped(tmp_path: Path) -> None:
 
 
 def test_registry() -> None:
-    assert set(KNOWN_DATASETS) == {"metaqa", "metaqa-matched", "webqsp", "cwq", "webqsp-nsm"}
+    assert set(KNOWN_DATASETS) == {
+        "metaqa",
+        "metaqa-matched",
+        "metaqa-plain",
+        "webqsp",
+        "cwq",
+        "webqsp-nsm",
+    }
     with pytest.raises(BadInput, match="unknown dataset 'freebase'"):
         load_dataset("freebase")
     ds = load_dataset("metaqa", hops=[1], splits=["dev"])
