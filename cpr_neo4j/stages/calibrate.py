@@ -163,17 +163,14 @@ def calibrate(
         found, taken[q.id] = search_readings(retriever, inputs[q.id], q)
         if found is not None and len(canary) < canary_mod.QUESTIONS and found.candidates():
             canary.append(canary_mod.entry(scorer, taken[q.id][1], found))
-        t_a = topic_answers
-        rows.append(_row(found, q, i, spec, t_a))
+        row = _row(found, q, i, spec, topic_answers)
+        rows.append(row)
         if mode == TEXT:  # the curves for a user who names the topic (`--entity`)
-            same = set(taken[q.id][0]) == set(q.topics)
-            named.append(
-                rows[-1]
-                if same
-                else _row(
+            if set(taken[q.id][0]) != set(q.topics):  # else the row above is the same
+                row = _row(
                     search_readings(retriever, gold_in[q.id], q)[0], q, i, spec, topic_answers
                 )
-            )
+            named.append(row)
         tick()
     cal_accuracy = sum(set(taken[q.id][0]) == set(q.topics) for q in cal) / len(cal)
     hop_counts = sorted({q.hops for q in cal if q.hops is not None})

@@ -68,14 +68,20 @@ def best_cost(retrieval) -> float:
     return min(costs) if costs else math.inf
 
 
+def taken_index(retrievals: list) -> int:
+    """The reading the search takes: its best path costs least, ties by the linker's order
+    (degree, then id); a reading whose search failed (a CprError in its place) only when
+    every one did."""
+    costs = [math.inf if isinstance(r, CprError) else best_cost(r) for r in retrievals]
+    return min(range(len(costs)), key=lambda k: (costs[k], k))
+
+
 def choose(linked: Linked, retrievals: list, option: str = "--entity") -> tuple[int, Linked]:
-    """(index of the choice taken, the Linked for it): the best-scoring path decides, ties
-    by the linker's order (degree, then id). A choice whose search failed (a CprError in
-    its place) is not taken while another succeeded."""
+    """(index of the choice taken, the Linked for it, with a note saying so): `taken_index`
+    decides."""
     if len(retrievals) == 1:
         return 0, linked
-    costs = [math.inf if isinstance(r, CprError) else best_cost(r) for r in retrievals]
-    i = min(range(len(costs)), key=lambda k: (costs[k], k))
+    i = taken_index(retrievals)
     c = linked.linking.choices[i]
     name = ", ".join(t["name"] or t["id"] for t in c.topics)
     others = [
@@ -86,7 +92,7 @@ def choose(linked: Linked, retrievals: list, option: str = "--entity") -> tuple[
     notes = [n for n in linked.notes if "the best-scoring path decides" not in n]
     other = linked.linking.choices[1 if i == 0 else 0].topics[0]["id"]
     notes.append(
-        f"the question's names fit {len(costs)} entities equally well; took {name} (its best "
+        f"the question's names fit {len(retrievals)} entities equally well; took {name} (its best "
         f"path scored best), not {'; '.join(others)}: to choose another, give {option} its "
         f"id (e.g. {option} {other!r})"
     )
@@ -95,12 +101,12 @@ def choose(linked: Linked, retrievals: list, option: str = "--entity") -> tuple[
 
 def search_readings(retriever, choices: list, q) -> tuple:
     """(retrieval, (topic ids, masked) taken) as `cpr ask` searches: ties between readings
-    decided by the best-scoring path (stages/linked.py); (None, ([], text)) unlinked."""
+    decided as `choose` decides them (`taken_index`); (None, ([], text)) unlinked."""
     choices = [c for c in choices if c[0]]
     if not choices:
         return None, ([], q.text)
     found = [retriever.run(m, t, q.text, q.id) for t, m in choices]
-    i = min(range(len(found)), key=lambda k: (best_cost(found[k]), k))
+    i = taken_index(found)
     return found[i], choices[i]
 
 
