@@ -12,7 +12,13 @@ import pytest
 from scipy import special, stats
 
 from cpr_neo4j.conformal.mondrian import ALL, Mondrian
-from cpr_neo4j.conformal.resample import COVERED, cal_test_interval, effective, resplits
+from cpr_neo4j.conformal.resample import (
+    COVERED,
+    cal_test_interval,
+    effective,
+    interval_draws,
+    resplits,
+)
 from cpr_neo4j.conformal.threshold import TOLERANCE
 
 
@@ -143,49 +149,89 @@ def test_effective_marks_questions_the_top_level_covers():
     assert resplits(np.full(20, COVERED), np.zeros(20), 10, 0.5, None, draws=5) == (1.0, 1.0, 1.0)
 
 
+def _draw_templates(rng, n, effect):
+    tpl = rng.integers(len(effect), size=n)
+    grp = rng.integers(1, 3, size=n)
+    s = rng.normal(0.5 * grp + effect[tpl], 1.0)
+    s[rng.random(n) < 0.03] = math.inf
+    return s, grp, tpl
+
+
 @pytest.mark.parametrize("delta", [None, 0.05])
 def test_cal_test_interval_brackets_the_point_coverage(delta):
     """Exchangeable calibration and test questions in 40 templates with template effects;
-    the interval redraws both sides (per pool) and must contain the coverage the actual
-    calibration gives on the actual test split."""
+    the interval redraws both sides (pools re-planned per replicate) and must contain the
+    coverage the actual calibration gives on the actual test split."""
     rng = np.random.default_rng(4)
     effect = rng.normal(0, 0.3, 40)
-
-    def draw(n):
-        tpl = rng.integers(40, size=n)
-        grp = rng.integers(1, 3, size=n)
-        s = rng.normal(0.5 * grp + effect[tpl], 1.0)
-        s[rng.random(n) < 0.03] = math.inf
-        return s, grp, tpl
-
-    s_c, g_c, t_c = draw(600)
-    s_t, g_t, t_t = draw(900)
+    s_c, g_c, t_c = _draw_templates(rng, 600, effect)
+    s_t, g_t, t_t = _draw_templates(rng, 900, effect)
     for alpha in (0.1, 0.3):
-        for pools in ({1: "g1", 2: "g2"}, {1: ALL, 2: ALL}):
-            pc = np.array([pools[int(x)] for x in g_c])
-            pt = np.array([pools[int(x)] for x in g_t])
-            tau = np.empty(len(s_t))
-            for name in set(pools.values()):
-                mine = s_c[pc == name]
-                k = _k(len(mine), alpha, delta)
-                tau[pt == name] = np.sort(mine)[k - 1] if k <= len(mine) else math.inf
+        for grouped in (True, False):
+            m = Mondrian.from_scores(s_c, g_c if grouped else np.zeros(600))
+            tau = m.taus(alpha, delta, g_t if grouped else np.zeros(900))
             point = _covered(s_t, tau).mean()
-            lo, hi = cal_test_interval(s_c, s_t, alpha, delta, pc, pt, t_c, t_t, 400, 0)
-            assert lo <= point <= hi, (alpha, pools, lo, point, hi)
+            lo, hi = cal_test_interval(
+                s_c, s_t, alpha, delta, g_c, g_t, t_c, t_t, 400, 0, grouped=grouped
+            )
+            assert lo <= point <= hi, (alpha, grouped, lo, point, hi)
             assert hi - lo < 0.15  # an interval, not everything
 
 
-def test_cal_test_interval_uses_every_calibration_question_for_the_all_pool():
-    """A test pool ALL (the marginal fallback) is read from every calibration question,
-    as conformal.mondrian does; so with one question per template and every pool ALL the
-    interval equals the one with all questions in a single pool of that name."""
+def _brute_interval_draws(s_c, s_t, alpha, delta, g_c, g_t, t_c, t_t, boot, seed):
+    """Each replicate written out: the same cluster counts interval_draws draws (one
+    multinomial per side per chunk, boot <= CHUNK here), the resampled calibration
+    questions materialised (np.repeat), Mondrian built on them (its own pool plan, test
+    question counted in its group) and each resampled test question cut at its group's tau."""
+    rng = np.random.default_rng(seed)
+    uc, ic = np.unique(t_c, return_inverse=True)
+    ut, it = np.unique(t_t, return_inverse=True)
+    mc = rng.multinomial(len(uc), np.full(len(uc), 1 / len(uc)), size=boot)
+    mt = rng.multinomial(len(ut), np.full(len(ut), 1 / len(ut)), size=boot)
+    out = []
+    for r in range(boot):
+        wc, wt = mc[r][ic], mt[r][it]
+        m = Mondrian.from_scores(np.repeat(s_c, wc), np.repeat(g_c, wc))
+        tau = m.taus(alpha, delta, g_t)
+        out.append((wt * _covered(s_t, tau)).sum() / wt.sum())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("delta", [None, 0.05])
+def test_interval_draws_replan_the_pools_as_mondrian_would_on_each_replicate(delta):
+    """Group 2 sits near the floor (about 30 of 100 calibration questions, floor 30 plain,
+    59 PAC at alpha 0.05): in some replicates it has its own threshold, in others it is
+    pooled or gets the all-questions fallback. Every replicate must equal Mondrian's own
+    rule on that replicate's calibration questions."""
+    rng = np.random.default_rng(8)
+    effect = rng.normal(0, 0.3, 25)
+    s_c, _, t_c = _draw_templates(rng, 100, effect)
+    g_c = np.where(rng.random(100) < 0.3, 2, 1)
+    s_c = s_c + 0.8 * (g_c == 2)
+    s_t, _, t_t = _draw_templates(rng, 150, effect)
+    g_t = np.where(rng.random(150) < 0.3, 2, 1)
+    for alpha in (0.05, 0.2):
+        got = interval_draws(s_c, s_t, alpha, delta, g_c, g_t, t_c, t_t, 80, 3)
+        want = _brute_interval_draws(s_c, s_t, alpha, delta, g_c, g_t, t_c, t_t, 80, 3)
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12), alpha
+    # the plans really vary across replicates at alpha 0.2, delta None (floor 30)
+    rng2 = np.random.default_rng(3)
+    uc, ic = np.unique(t_c, return_inverse=True)
+    mc = rng2.multinomial(len(uc), np.full(len(uc), 1 / len(uc)), size=80)
+    n2 = np.array([(mc[r][ic] * (g_c == 2)).sum() for r in range(80)])
+    assert (n2 >= 30).any() and (n2 < 29).any()
+
+
+def test_cal_test_interval_ungrouped_is_one_pool_of_every_question():
+    """grouped=False: the group labels are ignored (one threshold from every calibration
+    question), so relabelling the groups changes nothing."""
     rng = np.random.default_rng(5)
     s_c, s_t = rng.normal(size=300), rng.normal(size=400)
-    g_c = np.where(rng.random(300) < 0.9, "g1", ALL)  # a few small-group questions
-    pt = np.full(400, ALL)  # test questions all from small or unseen groups
-    got = cal_test_interval(s_c, s_t, 0.2, None, g_c, pt, np.arange(300), np.arange(400), 300, 0)
+    g_c, g_t = rng.integers(1, 4, 300), rng.integers(1, 4, 400)
+    t_c, t_t = np.arange(300), np.arange(400)
+    got = cal_test_interval(s_c, s_t, 0.2, None, g_c, g_t, t_c, t_t, 300, 0, grouped=False)
     want = cal_test_interval(
-        s_c, s_t, 0.2, None, np.full(300, ALL), pt, np.arange(300), np.arange(400), 300, 0
+        s_c, s_t, 0.2, None, np.ones(300), np.ones(400), t_c, t_t, 300, 0, grouped=True
     )
     assert got == pytest.approx(want)
 

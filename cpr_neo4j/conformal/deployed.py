@@ -183,13 +183,12 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
         s_c = calibrated.scores
         s_t = effective(counter.score, counter.top_gold > 0, not req.allow_empty)
         pools = _pools(calibrated, req, t_groups)
-        pc = np.array([pools.get(int(g), "") for g in calibrated.groups])
-        pt = np.array([pools.get(int(g), "") for g in t_groups])
         s_c_eff = effective(s_c, cal_top, not req.allow_empty)
         s_th = s_c_eff if req.eff else s_c  # the scores the thresholds are read from
-        lo_c, hi_c = cal_test_interval(
-            s_th, s_t, alpha, req.pac, pc, pt, c.template, t.template, boot, seed
-        )
+        lo_c, hi_c = cal_test_interval(  # pools re-planned in every replicate
+            s_th, s_t, alpha, req.pac, calibrated.groups, t_groups, c.template, t.template,
+            boot, seed, req.grouped, calibrated.min_group,
+        )  # fmt: skip
         mean, p5, held = resplits(
             np.concatenate([s_c_eff, s_t]),
             np.concatenate([calibrated.groups, t_groups]),
