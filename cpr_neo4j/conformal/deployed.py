@@ -11,7 +11,8 @@ and the KGQA answer metrics (conformal/diagnostics.answer_metrics), per-hop ECR 
 and single-answer questions apart. FNR rows control the false-negative rate instead.
 An alpha whose threshold is +inf for some group is marked unattainable (those questions
 get every candidate). The pooled view (conformal/resample.resplits) and the diagnostics
-(KS, the exact test of the test split's misses with Holm across alphas, conformal/shift.py,
+(KS, the template-permutation test of the test split's misses that flags, and the exact
+question-level one shown beside it, each with Holm across alphas, conformal/shift.py,
 recall on each side, interval widths) come with it.
 """
 
@@ -29,7 +30,7 @@ from cpr_neo4j.conformal.guarantee import COVERAGE, EFFECTIVE_DEFAULT, FNR, Cali
 from cpr_neo4j.conformal.resample import cal_test_interval, effective, resplits
 from cpr_neo4j.conformal.scores import from_spec
 from cpr_neo4j.conformal.sets import SetCounter, slack
-from cpr_neo4j.conformal.shift import holm, miss_test
+from cpr_neo4j.conformal.shift import holm, miss_test, permutation_tests, template_codes
 from cpr_neo4j.conformal.table import CandidateTable
 
 
@@ -248,13 +249,22 @@ def _diagnose(v, alphas, c, t, calibrated, counter, boot, seed) -> Diagnosis:
     ks = stats.ks_2samp(np.where(np.isfinite(s_c), s_c, big), np.where(np.isfinite(s_t), s_t, big))
     tests, widths = [], {}
     rng = np.random.default_rng(seed + 7)
-    for a in alphas:
-        req = v.request(a)
+    reqs = [v.request(a) for a in alphas]
+    tc, tt = template_codes(c.templates, c.template, t.templates, t.template)
+    eff = reqs[0].eff  # one variant: one kind of scores for all its alphas
+    cal_x = effective(s_c, _top_hit(c, table_scores(c, v.spec), calibrated), True) if eff else s_c
+    test_x = effective(s_t, counter.top_gold > 0, True) if eff else s_t
+    p_perm = permutation_tests(
+        cal_x, calibrated.groups, tc, test_x, calibrated.label(t.group), tt, reqs,
+        seed=seed + 11, min_group=calibrated.min_group,
+    )  # fmt: skip
+    for a, req, pp in zip(alphas, reqs, p_perm, strict=True):
         # the event whose law shift.miss_test knows: the calibrated score within tau (with
         # effective scores, exactly the never-empty set's coverage)
         s_used = effective(s_t, counter.top_gold > 0, True) if req.eff else s_t
         miss_t = ~(s_used <= slack(calibrated.thresholds(req, t.group)))
         tests.append(miss_test(calibrated, req, t.group, miss_t))
+        tests[-1].p_perm = pp
         qlo, qhi = cluster_bootstrap(~miss_t, None, boot, rng)
         tlo, thi = cluster_bootstrap(~miss_t, t.template, boot, rng)
         widths[float(a)] = {"question": qhi - qlo, "template": thi - tlo}

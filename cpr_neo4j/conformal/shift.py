@@ -31,9 +31,12 @@ import numpy as np
 from scipy import stats
 
 from cpr_neo4j.conformal.guarantee import Calibrated, Request
+from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
+from cpr_neo4j.conformal.sets import slack
 from cpr_neo4j.conformal.threshold import rank
 
 LEVEL = 0.05  # family-wise over the alphas of one variant (Holm)
+PERMS = 999  # template permutations per variant (p-values in steps of 1/1000)
 
 
 @dataclass
@@ -44,7 +47,10 @@ class MissTest:
     expected: float  # expected misses under exchangeability, sum of n_t (n + 1 - k)/(n + 1)
     p: float  # one-sided: P(misses >= observed) under the beta-binomial convolution
     p_holm: float = float("nan")
-    flag: bool = False
+    flag_exact: bool = False  # p_holm < LEVEL (question-level exchangeability)
+    p_perm: float = float("nan")  # template-stratified permutation (permutation_tests)
+    p_perm_holm: float = float("nan")
+    flag: bool = False  # what reports flag: p_perm_holm < LEVEL when run, else flag_exact
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,14 +88,94 @@ def miss_test(calibrated: Calibrated, req: Request, test_groups, test_miss) -> M
 
 
 def holm(tests: list[MissTest], level: float = LEVEL) -> list[MissTest]:
-    """Holm's step-down adjustment across one variant's alphas; flag where p_holm < level."""
-    ps = np.array([t.p for t in tests], dtype=float)
+    """Holm's step-down adjustment across one variant's alphas, for the exact test and (when
+    its p-values are set) the permutation test; `flag` follows the permutation test when it
+    ran, else the exact one."""
+    for adj, flag_name, ps in (
+        ("p_holm", "flag_exact", [t.p for t in tests]),
+        ("p_perm_holm", None, [t.p_perm for t in tests]),
+    ):
+        for t, q in zip(tests, holm_adjust(ps), strict=True):
+            setattr(t, adj, q)
+            if flag_name:
+                setattr(t, flag_name, q < level)
+    for t in tests:
+        t.flag = t.p_perm_holm < level if np.isfinite(t.p_perm_holm) else t.flag_exact
+    return tests
+
+
+def holm_adjust(ps) -> list[float]:
+    """Holm-adjusted p-values (nan stays nan and does not count among the hypotheses)."""
+    ps = np.asarray(ps, dtype=float)
+    out = np.full(len(ps), np.nan)
     ok = np.isfinite(ps)
     order = np.argsort(np.where(ok, ps, np.inf), kind="stable")
-    m = int(ok.sum())
-    running = 0.0
+    m, running = int(ok.sum()), 0.0
     for i, j in enumerate(order[:m]):
         running = max(running, min(1.0, (m - i) * ps[j]))
-        tests[j].p_holm = running
-        tests[j].flag = running < level
-    return tests
+        out[j] = running
+    return out.tolist()
+
+
+def template_codes(cal_templates: list[str], cal_code, test_templates: list[str], test_code):
+    """One integer per question for the template text (codes of two tables made comparable)."""
+    texts: dict[str, int] = {}
+    c = np.array([texts.setdefault(s, len(texts)) for s in cal_templates], dtype=np.int64)
+    t = np.array([texts.setdefault(s, len(texts)) for s in test_templates], dtype=np.int64)
+    return c[np.asarray(cal_code, dtype=np.int64)], t[np.asarray(test_code, dtype=np.int64)]
+
+
+def permutation_tests(
+    cal_scores,
+    cal_groups,
+    cal_templates,
+    test_scores,
+    test_groups,
+    test_templates,
+    reqs: list[Request],
+    perms: int = PERMS,
+    seed: int = 0,
+    min_group: int = MIN_GROUP,
+) -> list[float]:
+    """Template-stratified permutation p-value of the test split's misses, per request.
+
+    Null: within every template, calibration and test questions are exchangeable (any
+    template mix on either side, any correlation of a template's outcomes). Each
+    permutation reshuffles the side labels within every template (per-template counts
+    kept), re-plans the pools and recomputes every threshold from the permuted calibration
+    share exactly as `cpr calibrate` would (Mondrian on it), and counts the permuted test
+    share's misses. p = (1 + #{permuted misses >= observed}) / (1 + perms): valid at every
+    level for that null (the observed split is one draw of the same permutation law), so
+    Holm across alphas keeps the family-wise level. Scores are the ones the thresholds
+    read (raw S, or effective scores), the same for a question on either side; groups as
+    thresholds read them (Calibrated.label)."""
+    x = np.r_[np.asarray(cal_scores, dtype=float), np.asarray(test_scores, dtype=float)]
+    g = np.r_[np.asarray(cal_groups, dtype=np.int64), np.asarray(test_groups, dtype=np.int64)]
+    tpl = np.r_[np.asarray(cal_templates), np.asarray(test_templates)]
+    n_c = len(cal_scores)
+    side = np.r_[np.ones(n_c, bool), np.zeros(len(x) - n_c, bool)]
+    rng = np.random.default_rng(seed)
+
+    def misses(is_cal: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(reqs))
+        built: dict[bool, Mondrian] = {}
+        for j, req in enumerate(reqs):
+            gc = g[is_cal] if req.grouped else np.zeros(n_c, np.int64)
+            gt = g[~is_cal] if req.grouped else np.zeros(len(x) - n_c, np.int64)
+            if req.grouped not in built:
+                built[req.grouped] = Mondrian.from_scores(x[is_cal], gc, min_group)
+            tau = built[req.grouped].taus(req.alpha, req.pac, gt)
+            out[j] = (~(x[~is_cal] <= slack(tau))).sum()
+        return out
+
+    observed = misses(side)
+    order = np.argsort(tpl, kind="stable")  # template blocks; side counts kept per block
+    block_side = side[order]
+    ge = np.zeros(len(reqs))
+    for _ in range(perms):
+        key = tpl[order] * 2.0 + rng.random(len(x))  # shuffle within each template block
+        perm = order[np.argsort(key, kind="stable")]
+        is_cal = np.empty(len(x), bool)
+        is_cal[perm] = block_side
+        ge += misses(is_cal) >= observed
+    return ((1 + ge) / (1 + perms)).tolist()
