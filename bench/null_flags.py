@@ -73,6 +73,7 @@ def main() -> None:
         holm(tests)
         new[d] = [x.flag_exact for x in tests]
         prm[d] = [x.flag for x in tests]
+        print(f"split {d + 1}/{args.splits}", file=sys.stderr, flush=True)
     se = (0.05 * 0.95 / args.splits) ** 0.5
     print(f"{args.table}: {t.n} questions, {args.splits} random half splits, nothing shifted; "
           f"{args.perms} template permutations per split")  # fmt: skip

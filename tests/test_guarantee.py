@@ -411,6 +411,13 @@ def test_serving_rules():
     with pytest.raises(CprError, match="--hops 2") as err:
         serving(st.read, "ds", None)
     assert "calibrated only for 2-hop" in str(err.value)
+    # over HTTP the request's field is named, not the CLI flag (the commands stay commands)
+    http = {"entity": "the `entity` field", "alpha": "the `alpha` field"}
+    with pytest.raises(CprError, match="set the `hops` field to 2") as err:
+        serving(st.read, "ds", None, fields=http)
+    assert "--hops" not in str(err.value) and "cpr calibrate ds" in str(err.value)
+    with pytest.raises(CprError, match="set the `hops` field to 2"):
+        serving(st.read, "ds", None, fields={"hops": "the `hops` field"})
     with pytest.raises(CprError, match="cpr train ds"):
         serving(_Store().read, "ds", None)
     # --hops H: that calibration or a refusal saying how to make it

@@ -14,7 +14,8 @@ its gold answers' scores and |Y|) and decides, for a `Request`:
   recomputed in another process), plus the top-ranked level unless empty sets are allowed;
 - the sentence printed with the set (conformal/wording.py), naming the population it holds
   for, marginal or PAC (per group and alpha), and what a fallback threshold does not promise.
-Which calibration serves a question (every hop count unless --hops) is `serving`.
+Which calibration serves a question (every hop count unless hops are named) is
+conformal/serving.py's `serving`, re-exported here.
 
 Every score is a fixed function of the question and its candidates (conformal/scores.py),
 and a group is a function of the candidates only (the length of the best answer's path),
@@ -24,7 +25,7 @@ so exchangeable questions are all the guarantee needs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,12 +35,13 @@ from cpr_neo4j.conformal import DEFAULT_DELTA, effective, wording
 from cpr_neo4j.conformal import refuse_fnr_delta as refuse_fnr_delta  # no numpy there
 from cpr_neo4j.conformal.mondrian import MIN_GROUP, Mondrian
 from cpr_neo4j.conformal.risk import GroupedFnr
+from cpr_neo4j.conformal.serving import ALL_HOPS as ALL_HOPS  # re-exported
+from cpr_neo4j.conformal.serving import serving as serving
 from cpr_neo4j.conformal.threshold import TOLERANCE, cut
 from cpr_neo4j.errors import BadInput, CprError
 
 COVERAGE, FNR = "coverage", "fnr"
 EFFECTIVE_DEFAULT = False  # raw S unless asked (--effective-scores; docs/method.md)
-ALL_HOPS = 0  # a model's hops_filter when it was trained on every hop count
 
 
 @dataclass(frozen=True)
@@ -274,47 +276,6 @@ def cut_set(score: np.ndarray, th: Threshold, req: Request, eps: float = TOLERAN
     top level unless empty sets were asked for. +inf (an unattainable alpha answered with
     --all-candidates) keeps every candidate."""
     return cut(score, th.value, eps, nonempty=not req.allow_empty)
-
-
-def serving(
-    read: Callable[[int | None], dict | None],
-    dataset: str,
-    hops: int | None,
-    model_id: str | None = None,
-) -> dict:
-    """The calibration that serves a question: `read(hops_filter)` returns the newest one
-    of that filter (None: any). Without --hops (and without a pinned model) only a
-    calibration for every hop count will do: a fixed-hop one promises nothing for a
-    question whose hop count nobody knows."""
-    if model_id is not None:
-        cal = read(None)
-        if cal is None:
-            raise CprError(f"model {model_id} has no calibration on {dataset!r}: run `cpr "
-                           f"calibrate {dataset} --model {model_id}`")  # fmt: skip
-        return cal
-    if hops is not None:
-        cal = read(hops)
-        if cal is None:
-            raise CprError(
-                f"dataset {dataset!r} has no calibration for {hops}-hop questions: run "
-                f"`cpr train {dataset} --hops {hops}` and `cpr calibrate {dataset} --hops {hops}`"
-            )
-        return cal
-    cal = read(ALL_HOPS)
-    if cal is not None:
-        return cal
-    fixed = read(None)
-    if fixed is None:
-        raise CprError(
-            f"dataset {dataset!r} has no calibration: run `cpr train {dataset}` then "
-            f"`cpr calibrate {dataset}`"
-        )
-    h = fixed.get("hops_filter") or fixed.get("hops")
-    raise CprError(
-        f"dataset {dataset!r} is calibrated only for {h}-hop questions, which guarantees "
-        f"nothing for a question of unknown hop count: run `cpr train {dataset}` and `cpr "
-        f"calibrate {dataset}` (every hop count), or pass --hops {h} if your question has {h}"
-    )
 
 
 def with_delta(req: Request, delta: float | None) -> Request:
