@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=200)
     ap.add_argument("--alphas", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--perms", type=int, default=199)
+    ap.add_argument("--perms", type=int, default=399)
     args = ap.parse_args()
     t = CandidateTable.load(args.table)
     alphas = [float(a) for a in args.alphas.split(",")]
@@ -52,6 +52,8 @@ def main() -> None:
     new = np.zeros((args.splits, len(alphas)), bool)
     prm = np.zeros((args.splits, len(alphas)), bool)
     reqs = [Request(a) for a in alphas]
+    if len(alphas) / (args.perms + 1) >= 0.05:  # Holm's smallest adjusted p: m / (perms + 1)
+        sys.exit(f"--perms {args.perms} cannot flag over {len(alphas)} alphas at 5%: raise it")
     for d in range(args.splits):
         perm = rng.permutation(t.n)
         cal, test = np.sort(perm[: t.n // 2]), np.sort(perm[t.n // 2 :])
