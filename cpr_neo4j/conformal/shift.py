@@ -1,5 +1,7 @@
-"""Is the evaluation split's miss count what exchangeable questions would give? One exact
-test per alpha, Holm across alphas.
+"""Is the evaluation split's miss count what exchangeable questions would give? Two tests
+per alpha, each with Holm across alphas: `permutation_tests` (template-stratified, what
+reports flag: valid for any template mix and any within-template correlation) and
+`miss_test` (exact for question-level exchangeability, shown beside it), below.
 
 Under the guarantee's own premise (calibration and test questions exchangeable), the
 coverage of a split-conformal threshold that is the k-th smallest of n calibration scores
@@ -12,9 +14,10 @@ the observed misses (one-sided: too many misses). This uses the test misses alon
 calibration only through (n, k) per pool, so it has none of the in-sample bias of
 comparing the calibration questions' own miss rate (about (n - k)/n by construction).
 
-Template clustering does not break it: exchangeable questions drawn from a population of
-templates are still exchangeable, and the law above is exact for them; clustering widens
-intervals for the population's coverage (diagnostics.cluster_bootstrap), not this law.
+Template clustering does not break it when the questions are exchangeable one by one (a
+random split of one pool); but when the two sides' template mixes differ by more than such
+a split gives, it reads that as a shift and over-flags (tests/test_shift.py), which is
+why the flag is the template-stratified permutation test.
 A split made by template (no template on both sides) is not exchangeable at the question
 level, and the guarantee does not hold there either: flagging it is right.
 
