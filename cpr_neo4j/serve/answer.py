@@ -30,7 +30,7 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
     if not dataset:
         raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
     try:
-        cal = find_calibration(store, dataset, req.model, req.hops)
+        cal = find_calibration(store, dataset, req.model, req.hops, HTTP)
     except CprError as exc:
         if is_unavailable(exc):
             raise

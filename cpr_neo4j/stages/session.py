@@ -28,7 +28,7 @@ from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
 
 # How a message names the options a user can change: CLI flags, or the HTTP request's fields
 CLI = {"entity": "--entity", "alpha": "--alpha", "all_candidates": "--all-candidates",
-       "allow_stale": "--allow-stale"}  # fmt: skip
+       "allow_stale": "--allow-stale", "hops": "--hops"}  # fmt: skip
 HTTP = {k: f"the `{k}` field" for k in CLI}
 GOLD, TEXT = "gold", "text"  # as stages.calibrate (not imported: it pulls in training)
 PINNED = (
@@ -82,11 +82,20 @@ def pick_dataset(store: GraphStore, dataset: str | None, model_id: str | None = 
 
 
 def find_calibration(
-    store: GraphStore, dataset: str, model_id: str | None, hops: int | None
+    store: GraphStore,
+    dataset: str,
+    model_id: str | None,
+    hops: int | None,
+    fields: dict | None = None,
 ) -> dict:
-    """The calibration that serves this request (guarantee.serving's rules)."""
+    """The calibration that serves this request (conformal.serving's rules); fields: how
+    messages name the request's options (CLI flags when None)."""
     return serving(
-        lambda hf: records.latest_calibration(store, dataset, model_id, hf), dataset, hops, model_id
+        lambda hf: records.latest_calibration(store, dataset, model_id, hf),
+        dataset,
+        hops,
+        model_id,
+        fields=fields,
     )
 
 
@@ -149,7 +158,7 @@ def open_session(
     fields: how messages name the options (CLI flags by default; HTTP for `cpr serve`)."""
     fields = fields or CLI
     dataset = pick_dataset(store, dataset, model_id)
-    cal = cal or find_calibration(store, dataset, model_id, hops_filter)
+    cal = cal or find_calibration(store, dataset, model_id, hops_filter, fields)
     req = request(alpha, delta, risk, allow_empty, grouped, effective)
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
     wanted = RetrievalSettings(
