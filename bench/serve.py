@@ -1,19 +1,24 @@
 """`cpr serve` under 8 concurrent clients against one `cpr ask` process per question.
 
     python bench/serve.py [--questions 200] [--clients 8] [--solo 50] [--baseline 5] [--unbatched]
+    python bench/serve.py --hops 0 --both-calibrations --no-preload-too   # issue 36's run
     python bench/serve.py --fault   # Neo4j stopped and started again under that load
 
-Starts `cpr serve` on a free loopback port, asks MetaQA 2-hop test questions (texts from
-Neo4j) from concurrent closed-loop client threads, and prints latency p50/p99, questions/s
-and CPU per answered question of `cpr serve` and of Neo4j; then the latency of one lone
-client on other questions (no cache holds their neighbours yet); then runs `cpr ask` once
+Starts `cpr serve` on a free loopback port, asks test questions (texts from Neo4j; --hops 0:
+every hop count, interleaved) from concurrent closed-loop client threads, and prints latency
+p50/p99, questions/s and CPU per answered question of `cpr serve` and of Neo4j; then the
+latency of one lone client on other questions of each hop count; then runs `cpr ask` once
 per question for a few of them (a process each, as a shell script would) and prints the
-throughput ratio. The :Ask records it creates are deleted after.
+throughput ratio. --both-calibrations: once under the every-hop calibration (no `hops`
+field, as users ask) and once under the N-hop one; --no-preload-too: each also with
+`cpr serve --no-preload` (rows read as questions need them), the baseline of the same run.
+The :Ask records it creates are deleted after.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -32,7 +37,7 @@ import requests
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.store import GraphStore
 
-DATASET = "metaqa"
+DATASET = "metaqa"  # --dataset changes it
 CPR = [sys.executable, "-m", "cpr_neo4j"]
 
 
@@ -42,9 +47,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, scorers: int, log: Path, batch: bool = True) -> subprocess.Popen:
+def start_server(
+    port: int, scorers: int, log: Path, batch: bool = True, preload: bool = True, workers: int = 1
+) -> subprocess.Popen:
     cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers)]
+    cmd += ["--workers", str(workers)] if workers > 1 else []
     cmd += [] if batch else ["--no-batch"]
+    cmd += [] if preload else ["--no-preload"]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -115,6 +124,22 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """cpu_seconds of a process and of all its descendants (`cpr serve --workers N`)."""
+    parent = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(cpu_seconds(p) for p in tree)
+
+
 def neo4j_pid() -> int | None:
     from cpr_neo4j.neo4j_server import server
 
@@ -126,15 +151,19 @@ def bench_server(
     args: argparse.Namespace,
     bodies: list[dict],
     warmup: list[dict],
-    solo: list[dict],
+    solo: dict[int, list[dict]],
     ask_ids: list[str],
     batch: bool = True,
+    preload: bool = True,
+    label: str = "",
+    workers: int = 1,
 ) -> tuple[float, float]:
-    """Print and return (p50 ms, questions/s) of `cpr serve` under concurrent clients."""
+    """Print and return (p50 ms, questions/s) of `cpr serve` under concurrent clients;
+    solo: hop count -> the questions one lone client asks after."""
     port = free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
     began = time.perf_counter()
-    proc = start_server(port, args.scorers, log, batch)
+    proc = start_server(port, args.scorers, log, batch, preload, workers)
     print(f"cpr serve ready in {time.perf_counter() - began:.1f} s (log {log})")
     try:
         url = f"http://127.0.0.1:{port}/ask"
@@ -143,13 +172,15 @@ def bench_server(
         _, warm, _ = run_clients(url, warmup, args.clients)
         ask_ids += [body["ask_id"] for status, body in warm if status == 200]
         db = neo4j_pid()
-        cpu0 = cpu_seconds(proc.pid), cpu_seconds(db)
+        cpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(db)
         lat, responses, wall = run_clients(url, bodies, args.clients)
-        cpu1 = cpu_seconds(proc.pid), cpu_seconds(db)
+        cpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(db)
         # One client, nothing else in flight: the latency a lone request sees, on questions
         # not asked yet (asking the timed ones again would find their neighbours cached).
-        solo_lat, solo_responses, _ = run_clients(url, solo, 1)
-        ask_ids += [body["ask_id"] for status, body in solo_responses if status == 200]
+        solo_lat = {}
+        for hops, part in solo.items():
+            solo_lat[hops], solo_responses, _ = run_clients(url, part, 1)
+            ask_ids += [body["ask_id"] for status, body in solo_responses if status == 200]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -159,10 +190,13 @@ def bench_server(
     qps = len(ok) / wall  # answered questions: an error is quick and answers nothing
     p50, p99 = float(np.percentile(lat, 50)), float(np.percentile(lat, 99))
     answers = statistics.mean(len(b["answers"]) for b in ok) if ok else 0.0
+    kind = f"{args.hops}-hop" if args.hops else "every-hop-count"
     print(
-        f"MetaQA {args.hops}-hop test, {len(bodies)} questions, alpha {args.alpha}, "
+        f"{label}{DATASET} {kind} test, {len(bodies)} questions, alpha {args.alpha}, "
         f"{args.clients} concurrent clients, {args.scorers} scorer(s) per model, "
         + ("searches batched" if batch else "each search alone (--no-batch)")
+        + ("" if preload else ", --no-preload")
+        + (f", --workers {workers}" if workers > 1 else "")
     )
     print(
         f"  cpr serve: p50 {p50:.0f} ms, p99 {p99:.0f} ms, {qps:.2f} questions/s "
@@ -184,11 +218,12 @@ def bench_server(
         f"clients / throughput {args.clients * 1000 / qps:.0f} ms (Little's law); a mean under "
         f"20 ms would take {args.clients * 1000 / 20:.0f} questions/s"
     )
-    if solo_lat:
-        print(
-            f"  one client alone ({len(solo_lat)} questions): p50 "
-            f"{np.percentile(solo_lat, 50):.0f} ms, p99 {np.percentile(solo_lat, 99):.0f} ms"
-        )
+    for hops, lats in solo_lat.items():
+        if lats:
+            print(
+                f"  one client alone, {hops}-hop ({len(lats)} questions): p50 "
+                f"{np.percentile(lats, 50):.0f} ms, p99 {np.percentile(lats, 99):.0f} ms"
+            )
     return p50, qps
 
 
@@ -272,12 +307,30 @@ def main() -> None:
     ap.add_argument("--scorers", type=int, default=4, help="cpr serve --scorers")
     ap.add_argument("--solo", type=int, default=50, help="questions asked by one lone client")
     ap.add_argument("--alpha", type=float, default=0.1)
-    ap.add_argument("--hops", type=int, default=2, help="hop count of the test questions asked")
+    ap.add_argument(
+        "--hops", type=int, default=2, help="hop count of the questions asked (0: every one)"
+    )
+    ap.add_argument(
+        "--both-calibrations",
+        action="store_true",
+        help="run under the every-hop calibration, then under the --hops N one",
+    )
+    ap.add_argument(
+        "--no-preload-too",
+        action="store_true",
+        help="also run `cpr serve --no-preload` and print the ratio",
+    )
     ap.add_argument(
         "--as-hops",
         action="store_true",
         help="send the hop count with each request (a calibration for N-hop questions); "
         "default: none, the every-hop-count calibration answers, as `cpr ask` does",
+    )
+    ap.add_argument(
+        "--workers",
+        type=lambda v: [int(n) for n in v.split(",") if int(n) > 1],
+        default=[],
+        help="also run `cpr serve --workers N` for each N of this list (e.g. 2,4)",
     )
     ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")
     ap.add_argument(
@@ -288,36 +341,72 @@ def main() -> None:
     ap.add_argument("--fault", action="store_true", help="stop and start Neo4j under load")
     ap.add_argument("--fault-at", type=float, default=15, help="seconds of load before/after")
     ap.add_argument("--fault-for", type=float, default=10, help="seconds Neo4j stays down")
+    ap.add_argument("--dataset", default=DATASET, help="dataset whose test questions are asked")
     args = ap.parse_args()
+    globals()["DATASET"] = args.dataset
 
     with GraphStore() as store:
-        rows = records.questions(store, DATASET, "test", args.hops)
-    if not rows:
-        sys.exit(f"no {args.hops}-hop test questions of {DATASET!r} in Neo4j: cpr ingest metaqa")
+        by_hops = {
+            h: records.questions(store, DATASET, "test", h)
+            for h in ((args.hops,) if args.hops else (1, 2, 3))
+        }
+    by_hops = {h: rows for h, rows in by_hops.items() if rows}
+    if not by_hops:
+        sys.exit(f"no such test questions of {DATASET!r} in Neo4j: cpr ingest {DATASET}")
+    lone = args.solo // len(by_hops)
+    rows = [r for group in itertools.zip_longest(*by_hops.values()) for r in group if r]
     qs = rows[: args.questions]
     warmup = rows[-2 * args.clients :]
-    alone = rows[: -2 * args.clients][args.questions : args.questions + args.solo]
-    bodies, warm, solo = (
-        [
-            {"question": q.text, "dataset": DATASET, "alpha": args.alpha}
-            | ({"hops": args.hops} if args.as_hops else {})
-            for q in part
-        ]
-        for part in (qs, warmup, alone)
-    )
+    # lone questions of each hop count: neither timed nor warm-up ones
+    used = {r.id for r in qs + warmup}
+    alone = {h: [r for r in group if r.id not in used][:lone] for h, group in by_hops.items()}
+
+    def body(q, as_hops: bool) -> dict:
+        out = {"question": q.text, "dataset": DATASET, "alpha": args.alpha}
+        return out | ({"hops": q.hops} if as_hops else {})
+
+    runs = [("every-hop calibration: ", False)]  # (label, send the hop count)
+    if args.as_hops:
+        runs = [(f"{args.hops}-hop calibration: ", True)]
+    elif args.both_calibrations:
+        runs.append((f"{args.hops}-hop calibration: ", True))
+    if (args.as_hops or args.both_calibrations) and not args.hops:
+        sys.exit("--as-hops and --both-calibrations need --hops N")
     ask_ids: list[str] = []
+    first: tuple[float, float] | None = None  # (p50, questions/s) of the first run
     try:
         if args.fault:
-            fault_run(args, bodies, ask_ids)
+            fault_run(args, [body(q, args.as_hops) for q in qs], ask_ids)
             return
-        p50, qps = bench_server(args, bodies, warm, solo, ask_ids)
-        if args.unbatched:
-            p50_alone, qps_alone = bench_server(args, bodies, warm, solo, ask_ids, batch=False)
-            print(
-                f"  ratio, batched against each search alone: {qps / qps_alone:.2f}x the "
-                f"questions/s, p50 {p50_alone / p50:.2f}x lower"
-            )
-        if args.baseline > 0:
+        for label, as_hops in runs:
+            bodies = [body(q, as_hops) for q in qs]
+            warm = [body(q, as_hops) for q in warmup]
+            solo = {h: [body(q, as_hops) for q in part] for h, part in alone.items()}
+            p50, qps = bench_server(args, bodies, warm, solo, ask_ids, label=label)
+            first = first or (p50, qps)
+            if args.no_preload_too:
+                p50_lazy, qps_lazy = bench_server(
+                    args, bodies, warm, solo, ask_ids, preload=False, label=label
+                )
+                print(
+                    f"  ratio, preloaded against --no-preload: {qps / qps_lazy:.2f}x the "
+                    f"questions/s, p50 {p50_lazy / p50:.2f}x lower"
+                )
+            for n in args.workers:
+                _, qps_n = bench_server(args, bodies, warm, {}, ask_ids, label=label, workers=n)
+                print(
+                    f"  ratio, {n} worker processes against one: {qps_n / qps:.2f}x the questions/s"
+                )
+            if args.unbatched:
+                p50_alone, qps_alone = bench_server(
+                    args, bodies, warm, solo, ask_ids, batch=False, label=label
+                )
+                print(
+                    f"  ratio, batched against each search alone: {qps / qps_alone:.2f}x the "
+                    f"questions/s, p50 {p50_alone / p50:.2f}x lower"
+                )
+        if args.baseline > 0 and first is not None:
+            p50, qps = first
             texts = [q.text for q in qs[: args.baseline]]
             seconds, cli_ids = cli_baseline(texts, args.alpha, args.hops if args.as_hops else None)
             ask_ids += cli_ids

@@ -126,6 +126,27 @@ def test_neighbour_rows_are_cached_across_requests(client, asked):
     assert [s.round_trips for s in sources] == trips
 
 
+def test_the_graph_read_whole_answers_as_queries_per_request(neo4j_settings, client, asked):
+    """The batched server reads MetaQA's neighbour rows whole (serve/batch.py) and then makes
+    no neighbour query; an unbatched one queries Neo4j per request: same sets, same best
+    answer left out, same thresholds, at a small and a large alpha."""
+    questions = [QUESTION, OTHER, "what genres are the movies written by [Quentin Tarantino]",
+                 "who acted in the movies directed by [Ridley Scott]"]  # fmt: skip
+    keys = ("answers", "best_outside", "tau", "topics")
+    with TestClient(create_app(neo4j_settings, batch_searches=False)) as plain:
+        for q in questions:
+            for alpha in (0.1, 0.5):
+                a = ask(client, asked, question=q, alpha=alpha)
+                b = ask(plain, asked, question=q, alpha=alpha)
+                assert a.status_code == b.status_code == 200, (a.text, b.text)
+                assert {k: a.json()[k] for k in keys} == {k: b.json()[k] for k in keys}
+    sources = client.app.state.batcher.sources()
+    assert sources and all(s.complete for s in sources)
+    trips = [s.round_trips for s in sources]
+    ask(client, asked, question="which movies did [Tom Hanks] star in")
+    assert [s.round_trips for s in sources] == trips, "a neighbour query after the preload"
+
+
 def test_a_changed_graph_gets_a_new_neighbour_cache(store):
     """The batch key's cache belongs to one graph fingerprint: a new fingerprint (an ingest
     changed the dataset) starts a new cache instead of answering from old rows."""
@@ -262,7 +283,8 @@ def test_a_fixed_hop_calibration_without_hops_is_409(client, store, fixed_hop_on
     body = {"question": q, "alpha": 0.3, "dataset": FIXED_HOP_DATASET}
     r = client.post("/ask", json=body)
     assert r.status_code == 409 and r.json()["type"] == "Conflict"
-    assert "--hops 2" in r.json()["detail"] and "cpr train" in r.json()["detail"]
+    detail = r.json()["detail"]  # the request's field, not the CLI's flag
+    assert "the `hops` field to 2" in detail and "--hops" not in detail and "cpr train" in detail
     env = fixed_hop_only.env()  # the server loads that model from its CPR_HOME
     try:
         ok = client.post("/ask", json={**body, "hops": 2})

@@ -67,6 +67,12 @@ class Neo4jNeighbours:
         return {u: sorted(edges) for u, edges in out.items()}
 
 
+def graph_nodes(store: GraphStore, dataset: str, limit: int) -> list[int] | None:
+    """Node ids of every entity of `dataset`, or None when it has more than `limit`."""
+    rows = store.read("entity_nodes", dataset=dataset, limit=limit)
+    return rows[0]["nodes"] if rows else None
+
+
 def gold_paths(
     store: GraphStore,
     dataset: str,

@@ -22,6 +22,8 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 # Entities `cpr ask --file` and `cpr serve` keep across questions (evaluation keeps 2M): a
 # few hundred bytes each, plus a hub's edges; MetaQA has 43k entities in all.
 ANSWER_CACHE_ENTITIES = 200_000
+# Entities per query when a whole graph is read at once (`preload`)
+PRELOAD_CHUNK = 4000
 
 
 class CachedAdjacency:
@@ -41,6 +43,9 @@ class CachedAdjacency:
         self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # node -> (steps, dst)
         self._absent: set[str] = set()  # ids the graph does not have
         self._edges: dict[int, list[Edge]] = {}  # node -> its rows in the dict form
+        # True once every entity of the graph is cached (`preload`): an id not known then
+        # is not in the graph, with no query to learn so
+        self.complete = False
 
     @property
     def round_trips(self) -> int:
@@ -50,6 +55,25 @@ class CachedAdjacency:
     def entities(self) -> int:
         """Entities whose rows are cached."""
         return len(self._rows)
+
+    def preload(self, nodes: Sequence[int], chunk: int = PRELOAD_CHUNK) -> None:
+        """Read the rows of `nodes`, every entity of the graph, now: the same query as on
+        demand, a chunk of node ids at a time, so the same rows (the fan-out cap is per
+        entity). `cpr serve` then answers from memory, with no neighbour query."""
+        if len(nodes) > self.max_entities:
+            raise ValueError(f"{len(nodes)} entities: more than this cache keeps")
+        for start in range(0, len(nodes), chunk):
+            self._store(self.source.adjacency([], list(nodes[start : start + chunk]), True))
+        self.complete = True
+
+    def copy(self) -> CachedAdjacency:
+        """A cache of its own over the same source, holding these rows (arrays shared: they
+        are never written in place), for a caller that must not share one across threads."""
+        new = CachedAdjacency(self.source, self.max_entities)
+        new._steps, new._code = list(self._steps), dict(self._code)
+        new._node, new._id, new._rows = dict(self._node), dict(self._id), dict(self._rows)
+        new._absent, new.complete = set(self._absent), self.complete
+        return new
 
     def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
         found = self._resolve(ids, nodes)
@@ -96,12 +120,15 @@ class CachedAdjacency:
             if all(map(self._rows.__contains__, asked)):
                 return asked
         wanted = [self._node.get(i, i) for i in dict.fromkeys(ids) if i not in self._absent]
+        if self.complete:  # an id not cached is not in the graph
+            wanted = [w for w in wanted if not isinstance(w, str)]
         wanted += list(nodes)
         by_id = [i for i in wanted if isinstance(i, str)]
         by_node = [n for n in dict.fromkeys(wanted) if isinstance(n, int) and n not in self._rows]
         if len(self._rows) + len(by_id) + len(by_node) > self.max_entities:
             self._rows.clear()  # rare: drop everything rather than track recency
             self._edges.clear()
+            self.complete = False
             by_node = [n for n in dict.fromkeys(wanted) if isinstance(n, int)]
         if by_id:
             self._store(self.source.adjacency(by_id, [], True))

@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import entity_index, records
+from cpr_neo4j.graph import entity_index, fingerprint, records
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.serve.answer import AskWriter, answer, classify
 from cpr_neo4j.serve.auth import bearer_check
@@ -120,9 +120,9 @@ async def _disconnected() -> Message:
     return {"type": "http.disconnect"}
 
 
-def _warm(holder: StoreHolder, pool: ScorerPool) -> None:
-    """Load the scorer of each dataset's newest calibration, and the dataset's entity index,
-    so the first ask is quick."""
+def _warm(holder: StoreHolder, pool: ScorerPool, batcher: SearchBatcher | None) -> None:
+    """Load the scorer of each dataset's newest calibration, the dataset's entity index and
+    (batcher: a small graph's) neighbour rows, so the first ask is quick."""
     try:
         store = holder.get()
         for dataset in records.calibrated_datasets(store):
@@ -131,6 +131,9 @@ def _warm(holder: StoreHolder, pool: ScorerPool) -> None:
                 with pool.lease(cal["model"]):
                     log.info("loaded model %s for dataset %s", cal["model"], dataset)
                 entity_index.get(store, dataset, cal.get("graph_now"))
+                if batcher is not None:
+                    graph = fingerprint.current(store, dataset, cal.get("graph_now"))
+                    batcher.whole_graph(store, dataset, cal["fanout_cap"], graph)
     except Exception as exc:  # the server still starts: requests load on demand or answer 503
         log.warning("could not preload a model: %s", exc)
 
@@ -144,6 +147,7 @@ def create_app(
     hints: HintProvider | None = None,
     batch_searches: bool = True,
     max_body: int = MAX_BODY_BYTES,
+    preload: bool = True,
 ) -> FastAPI:
     """settings: Neo4j (default: NEO4J_* or the local server); token: required bearer token
     (None: no auth, for loopback); warm: load models at start-up rather than on first ask;
@@ -154,14 +158,14 @@ def create_app(
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
     writer = AskWriter()
-    batcher = SearchBatcher(pool) if batch_searches else None
+    batcher = SearchBatcher(pool, preload) if batch_searches else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if warm:
             from starlette.concurrency import run_in_threadpool
 
-            await run_in_threadpool(_warm, holder, pool)
+            await run_in_threadpool(_warm, holder, pool, batcher)
         yield
         holder.close()
 

@@ -1,0 +1,64 @@
+"""`cpr serve` reads a small graph's neighbour rows whole (CachedAdjacency.preload): the
+same rows, cap included, as the per-question queries, and no query afterwards."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from cpr_neo4j.graph.neighbours import Neo4jNeighbours, graph_nodes
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency
+
+pytestmark = pytest.mark.neo4j
+CAP = 40  # small, so that hundreds of MetaQA entities (genres, years, prolific people) bind
+
+
+def triples(adj) -> set[tuple[str, object, str]]:
+    return {
+        (adj.frontier[u], adj.steps[k], adj.names[v])
+        for u, k, v in zip(adj.src.tolist(), adj.step.tolist(), adj.dst.tolist(), strict=True)
+    }
+
+
+@pytest.fixture(scope="module")
+def preloaded(store, metaqa):
+    whole = CachedAdjacency(Neo4jNeighbours(store, "metaqa", CAP))
+    nodes = graph_nodes(store, "metaqa", 200_000)
+    assert nodes is not None
+    whole.preload(nodes)
+    return whole, nodes
+
+
+def test_preloaded_rows_are_the_queried_rows(store, preloaded):
+    whole, nodes = preloaded
+    assert whole.complete and whole.entities == len(nodes) > 40_000
+    degrees = {n: len(whole._rows[n][1]) for n in nodes}
+    hubs = sorted(degrees, key=lambda n: (-degrees[n], n))[:20]  # capped: the sorted path
+    sample = hubs + random.Random(0).sample(sorted(nodes), 300)
+    ids = [whole._id[n] for n in sample]
+    direct = Neo4jNeighbours(store, "metaqa", CAP)
+    trips = whole.round_trips
+    for part in (ids[:20], ids[20:]):
+        assert whole.neighbours(part) == direct.neighbours(part)
+        assert triples(whole.adjacency(part, [], True)) == triples(direct.adjacency(part, [], True))
+    some = [whole._node[i] for i in ids[20:60]]
+    assert triples(whole.adjacency([], some, True)) == triples(direct.adjacency([], some, True))
+    per_step = Counter((u, step) for u, edges in direct.neighbours(ids[:20]).items()
+                       for step, _ in edges)  # fmt: skip
+    assert max(per_step.values()) == CAP, "no hub of the sample is capped"
+    assert whole.round_trips == trips, "a complete cache made a query"
+
+
+def test_an_unknown_id_is_absent_without_a_query(preloaded):
+    whole, _ = preloaded
+    copy = whole.copy()
+    trips = copy.round_trips
+    assert copy.neighbours(["no such entity"]) == {}
+    assert copy.adjacency(["no such entity"], [], True).frontier == {}
+    assert copy.round_trips == trips
+
+
+def test_a_graph_over_the_limit_is_not_read_whole(store, metaqa):
+    assert graph_nodes(store, "metaqa", 1000) is None
