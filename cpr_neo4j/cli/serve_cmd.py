@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import click
@@ -45,6 +46,21 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
     help="Concurrent requests to one model search together (one Neo4j round trip per hop "
     "for the batch) rather than each alone.",
 )
+@click.option(
+    "--preload/--no-preload",
+    default=True,
+    show_default=True,
+    help="Read a graph of at most 200k entities whole into memory (MetaQA: ~7 s, ~60 MB), "
+    "so searches make no neighbour query; else rows are read and kept as questions need them.",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes behind the port, sharing nothing but Neo4j (each loads its own "
+    "models and rows: memory times N).",
+)
 @click.option("--access-log/--no-access-log", default=False, show_default=True)
 @hint_options(beta=False)  # every request uses the calibration's beta; mode and prompt checked
 def serve(
@@ -54,6 +70,8 @@ def serve(
     warm: bool,
     threads: int,
     batch: bool,
+    preload: bool,
+    workers: int,
     access_log: bool,
     llm_url: str | None,
     llm_model: str | None,
@@ -67,17 +85,23 @@ def serve(
     hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     import uvicorn  # the server stack and the stages: only when serving
 
-    from cpr_neo4j.model.threads import set_threads
-    from cpr_neo4j.serve.app import create_app
-
-    set_threads(threads)
-
-    app = create_app(
-        token=token, scorers_per_model=scorers, warm=warm, hints=hints, batch_searches=batch
-    )
     shown = f"[{host}]" if ":" in host else host
     auth = f"bearer token from ${TOKEN_ENV} required" if token else "none (loopback only)"
     click.echo(f"cpr serve on http://{shown}:{port}  (API docs: /docs; auth: {auth})", err=True)
     if hints:
         click.echo(f"relation hints: {hints.mode} (prompt {hints.prompt})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=access_log)
+    options = dict(
+        scorers=scorers, warm=warm, threads=threads, batch=batch, preload=preload,
+        llm_url=llm_url, llm_model=llm_model, llm=llm, llm_parallel=llm_parallel,
+        llm_timeout=llm_timeout,
+    )  # fmt: skip
+    from cpr_neo4j.serve.workers import OPTIONS_ENV, app_from_environment
+
+    os.environ[OPTIONS_ENV] = json.dumps(options)  # each worker builds its app from them
+    run = dict(host=host, port=port, log_level="info", access_log=access_log)
+    if workers == 1:
+        uvicorn.run(app_from_environment(), **run)
+        return
+    click.echo(f"{workers} worker processes, sharing nothing but Neo4j", err=True)
+    app = "cpr_neo4j.serve.workers:app_from_environment"
+    uvicorn.run(app, factory=True, workers=workers, **run)  # type: ignore[arg-type]
