@@ -12,7 +12,7 @@ Q1 ?= which movies did Ridley Scott direct
 Q2 ?= which person directed the movies starred by John Krasinski
 Q3 ?= who are the directors of the films written by the writer of Blade Runner
 
-.PHONY: prereqs browser-prereqs llm-prereqs llm-server setup neo4j demo test lint bench \
+.PHONY: prereqs browser-prereqs llm-prereqs llm-server setup neo4j demo test test-slow lint bench \
   results clean
 
 # Java 17+ and Maven run the local Neo4j; install them from Debian's packages if missing.
@@ -71,8 +71,13 @@ demo: neo4j
 	$(CPR) ask "$(Q2)" --alpha 0.3 --dataset $(DEMO)
 	$(CPR) ask "$(Q3)" --alpha 0.3 --dataset $(DEMO)
 
+# The default set (10 minutes on 2 cores); `test-slow` runs the long end-to-end checks
+# (marker `slow`: own trainings, repeated splits, second servers), as CI does after it.
 test: neo4j
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+test-slow: neo4j
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

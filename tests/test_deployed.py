@@ -168,6 +168,7 @@ def test_rows_for_every_variant_and_alpha_and_their_numbers_by_brute_force():
 # ---------------------------------------------------------------- validity
 
 
+@pytest.mark.slow  # ~50 s: `make test-slow`
 def test_exchangeable_splits_reach_the_target():
     """R independent (calibration, test) draws from one world. Marginal rows: mean ECR >=
     1 - alpha, and FNR rows: mean FNR <= alpha, each up to 3 standard errors of the mean

@@ -60,6 +60,7 @@ def index(store, metaqa):
     return built
 
 
+@pytest.mark.slow  # ~30 s: `make test-slow`
 def test_unbracketed_questions_find_every_name_the_fulltext_path_finds(store, dev, index):
     """The index sees every name the full-text hits showed (and names beyond those 50)."""
     for q in dev:

@@ -31,7 +31,7 @@ from cpr_neo4j.stages.hoplevel import (
 from tests.conftest import drop_dataset
 from tests.data.make_hub_graph import NAME, build, write
 
-pytestmark = pytest.mark.neo4j
+pytestmark = [pytest.mark.neo4j, pytest.mark.slow]  # `make test-slow`
 H = 3  # the model's hop count: every question of the pool (2- and 3-hop) is answered in <= 3
 ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5)
 

@@ -24,6 +24,7 @@ def cpr(home, *args, timeout=300):
     return run_cpr(home, *args, timeout=timeout)
 
 
+@pytest.mark.slow  # ~45 s, a second server: `make test-slow`
 def test_lifecycle(tmp_path, neo4j_settings):
     home = tmp_path / "cpr"
     main_lib = server.home() / "lib"

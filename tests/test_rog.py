@@ -146,6 +146,7 @@ def _cpr(home: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProc
 
 
 @pytest.mark.neo4j
+@pytest.mark.slow  # ~50 s, a second server: `make test-slow`
 @pytest.mark.skipif(not shutil.which("java"), reason="needs Java for a second local server")
 def test_bulk_import_writes_in_subgraph(synth: Path, tmp_path: Path) -> None:
     from cpr_neo4j.config import Neo4jSettings

@@ -30,7 +30,7 @@ from cpr_neo4j.model.store import read_config
 from cpr_neo4j.stages import questions as qsel
 from tests.conftest import cli_env
 
-pytestmark = pytest.mark.neo4j
+pytestmark = [pytest.mark.neo4j, pytest.mark.slow]  # `make test-slow`
 ALPHA = 0.3
 
 WORKER = r"""

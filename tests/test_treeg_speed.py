@@ -73,7 +73,7 @@ def metaqa_ready(request, store):
 
 
 @pytest.mark.neo4j
-@pytest.mark.parametrize("hops", [1, 2, 3])
+@pytest.mark.parametrize("hops", [1, 2, pytest.param(3, marks=pytest.mark.slow)])
 def test_same_candidates_as_v1_on_metaqa(metaqa_ready, hops):
     """On MetaQA the old per-entity cap and the new per-(type, direction) cap keep the same
     edges (only Drama and Comedy exceed 2,000 edges, each with one relation type), so the
