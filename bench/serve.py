@@ -140,6 +140,31 @@ def tree_cpu_seconds(pid: int) -> float:
     return sum(cpu_seconds(p) for p in tree)
 
 
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and its children in MB (Linux /proc)."""
+    total = 0.0
+    for p in [pid, *_children(pid)]:
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        total += next(
+            (int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS")), 0
+        )
+    return total / 1024
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def neo4j_pid() -> int | None:
     from cpr_neo4j.neo4j_server import server
 
@@ -175,6 +200,7 @@ def bench_server(
         cpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(db)
         lat, responses, wall = run_clients(url, bodies, args.clients)
         cpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(db)
+        rss = tree_rss_mb(proc.pid)
         # One client, nothing else in flight: the latency a lone request sees, on questions
         # not asked yet (asking the timed ones again would find their neighbours cached).
         solo_lat = {}
@@ -200,7 +226,7 @@ def bench_server(
     )
     print(
         f"  cpr serve: p50 {p50:.0f} ms, p99 {p99:.0f} ms, {qps:.2f} questions/s "
-        f"({len(ok)} answered, mean set size {answers:.1f}"
+        f"({len(ok)} answered, mean set size {answers:.1f}, cpr serve RSS {rss:.0f} MB"
         + (f", errors by status {failed}" if failed else "")
         + ")"
     )

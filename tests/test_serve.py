@@ -123,6 +123,8 @@ def test_neighbour_rows_are_cached_across_requests(client, asked):
     assert sources and sum(trips) > 0
     again = ask(client, asked, question=OTHER)
     assert again.json()["answers"] == first.json()["answers"]
+    # the same batch key and cache, not one of its own per request
+    assert client.app.state.batcher.sources() == sources
     assert [s.round_trips for s in sources] == trips
 
 

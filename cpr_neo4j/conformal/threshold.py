@@ -94,6 +94,7 @@ def _exact_tail_le(n: int, k: int, alpha: float, delta: float) -> bool:
     return tail_num * d.denominator <= d.numerator * den**n
 
 
+@lru_cache(maxsize=4096)  # a pure function of its arguments; every ask needs one
 def pac_rank(n: int, alpha: float, delta: float) -> int:
     """Smallest k with P(Binomial(n, 1-alpha) >= k) <= delta; n + 1 when none is.
 

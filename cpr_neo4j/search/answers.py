@@ -90,13 +90,17 @@ def answer_columns(
     surprisal = np.maximum(surprisal, 0.0) if temperature else np.zeros(len(starts))
     ukeys, ucost, ulen = keys[first], costs[first], lengths[first]
     ids = _names(retrieval, cands, ukeys)
+    note = getattr(retrieval, "note_nodes", None)
+    if note is not None and len(ukeys) and ukeys[0] >= 0:  # node columns (sorted: all >= 0)
+        note(ids, ukeys.tolist())
     keep = np.ones(len(ids), dtype=bool)
     if not topics_are_answers:
         topics = set(retrieval.topics)
         keep = np.fromiter((i not in topics for i in ids), bool, len(ids))
     ids = [i for i, k in zip(ids, keep.tolist(), strict=True) if k]
     ucost, ulen, surprisal = ucost[keep], ulen[keep], surprisal[keep]
-    rank = sorted(range(len(ids)), key=lambda i: (ucost[i], ids[i]))
+    # by (cost, id): numpy orders str by code point, as Python does; ids are distinct
+    rank = np.lexsort((np.array(ids, dtype=str), ucost)) if ids else np.zeros(0, dtype=np.int64)
     return AnswerColumns([ids[i] for i in rank], ucost[rank], ulen[rank], surprisal[rank])
 
 

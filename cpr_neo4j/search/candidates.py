@@ -80,6 +80,11 @@ class Retrieval:
     def candidates(self) -> list[Candidate]:
         return [c for hop in self.per_hop for c in hop]
 
+    def note_nodes(self, ids: list[str], nodes: list[int]) -> None:
+        """Remember end entities' node ids (from answer columns), so `witness` finds the
+        candidates reaching one by node column rather than by naming every end."""
+        self._node_of.update(zip(ids, nodes, strict=True))
+
     def answer_costs(self) -> dict[str, float]:
         """Entity -> min cost over candidates ending there (topics only with topic_answers)."""
         cands = self.candidates()

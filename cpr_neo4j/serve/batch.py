@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours, graph_nodes
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
+from cpr_neo4j.search.hints import NoHints
 from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.stages.retrieval import Retriever
 
@@ -90,7 +91,11 @@ class SearchBatcher:
     def attach(self, session: Session) -> None:
         r = session.retriever
         model = session.cal["model"]
-        key = (id(session.store), session.dataset, model, r.settings, id(r.hints))
+        # The provider's identity only when there is one: each session without hints gets
+        # a NoHints of its own, and keying on it gave every request a batch (and a neighbour
+        # cache) of its own, so nothing was batched or cached across requests.
+        hints = None if isinstance(r.hints, NoHints) else id(r.hints)
+        key = (id(session.store), session.dataset, model, r.settings, hints)
         with self._lock:
             graph, _, calls = self._batches.get(key, (None, None, None))
             if calls is None or graph != session.graph:
