@@ -410,26 +410,24 @@ def main() -> None:
             solo = {h: [body(q, as_hops) for q in part] for h, part in alone.items()}
             p50, qps = bench_server(args, bodies, warm, solo, ask_ids, label=label)
             first = first or (p50, qps)
-            if args.no_preload_too:
-                p50_lazy, qps_lazy = bench_server(
-                    args, bodies, warm, solo, ask_ids, preload=False, label=label
-                )
-                print(
-                    f"  ratio, preloaded against --no-preload: {qps / qps_lazy:.2f}x the "
-                    f"questions/s, p50 {p50_lazy / p50:.2f}x lower"
-                )
+            # the same run's baselines: (wanted, bench_server options, what the ratio compares)
+            baselines = [
+                (args.no_preload_too, {"preload": False}, "preloaded against --no-preload"),
+                (args.unbatched, {"batch": False}, "batched against each search alone"),
+            ]
+            for wanted, options, what in baselines:
+                if wanted:
+                    p50_b, qps_b = bench_server(
+                        args, bodies, warm, solo, ask_ids, label=label, **options
+                    )
+                    print(
+                        f"  ratio, {what}: {qps / qps_b:.2f}x the questions/s, "
+                        f"p50 {p50_b / p50:.2f}x lower"
+                    )
             for n in args.workers:
                 _, qps_n = bench_server(args, bodies, warm, {}, ask_ids, label=label, workers=n)
                 print(
                     f"  ratio, {n} worker processes against one: {qps_n / qps:.2f}x the questions/s"
-                )
-            if args.unbatched:
-                p50_alone, qps_alone = bench_server(
-                    args, bodies, warm, solo, ask_ids, batch=False, label=label
-                )
-                print(
-                    f"  ratio, batched against each search alone: {qps / qps_alone:.2f}x the "
-                    f"questions/s, p50 {p50_alone / p50:.2f}x lower"
                 )
         if args.baseline > 0 and first is not None:
             p50, qps = first

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours, graph_nodes
-from cpr_neo4j.search.adjacency_cache import CachedAdjacency
+from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 
 pytestmark = pytest.mark.neo4j
 CAP = 40  # small, so that hundreds of MetaQA entities (genres, years, prolific people) bind
@@ -25,7 +25,7 @@ def triples(adj) -> set[tuple[str, object, str]]:
 @pytest.fixture(scope="module")
 def preloaded(store, metaqa):
     whole = CachedAdjacency(Neo4jNeighbours(store, "metaqa", CAP))
-    nodes = graph_nodes(store, "metaqa", 200_000)
+    nodes = graph_nodes(store, "metaqa", ANSWER_CACHE_ENTITIES)
     assert nodes is not None
     whole.preload(nodes)
     return whole, nodes

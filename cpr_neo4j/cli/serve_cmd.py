@@ -50,8 +50,9 @@ from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
     "--preload/--no-preload",
     default=True,
     show_default=True,
-    help="Read a graph of at most 200k entities whole into memory (MetaQA: ~7 s, ~60 MB), "
-    "so searches make no neighbour query; else rows are read and kept as questions need them.",
+    help="Read a graph of at most 200k entities whole into memory at start-up (MetaQA: "
+    "~2 s, ~20 MB), so searches make no neighbour query; else rows are read and kept as "
+    "questions need them.",
 )
 @click.option(
     "--workers",
@@ -100,7 +101,7 @@ def serve(
     os.environ[OPTIONS_ENV] = json.dumps(options)  # each worker builds its app from them
     run = dict(host=host, port=port, log_level="info", access_log=access_log)
     if workers == 1:
-        uvicorn.run(app_from_environment(), **run)
+        uvicorn.run(app_from_environment(hints), **run)
         return
     click.echo(f"{workers} worker processes, sharing nothing but Neo4j", err=True)
     app = "cpr_neo4j.serve.workers:app_from_environment"

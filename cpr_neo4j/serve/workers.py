@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+
+if TYPE_CHECKING:
+    from cpr_neo4j.search.hints import HintProvider
 
 OPTIONS_ENV = "CPR_SERVE_OPTIONS"  # JSON: create_app's options, set by `cpr serve`
 
 
-def app_from_environment() -> FastAPI:
-    """The app of one worker, from the options `cpr serve` put in $CPR_SERVE_OPTIONS."""
+def app_from_environment(hints: HintProvider | None = None) -> FastAPI:
+    """The app of one worker, from the options `cpr serve` put in $CPR_SERVE_OPTIONS;
+    hints: the provider already built from them (one process), else built here."""
     from cpr_neo4j.cli.common import hints_from
     from cpr_neo4j.model.threads import set_threads
     from cpr_neo4j.serve.app import create_app
@@ -26,7 +31,9 @@ def app_from_environment() -> FastAPI:
 
     o = json.loads(os.environ[OPTIONS_ENV])
     set_threads(o["threads"])
-    hints = hints_from(o["llm_url"], o["llm_model"], o["llm"], o["llm_parallel"], o["llm_timeout"])
+    if hints is None:
+        args = (o["llm_url"], o["llm_model"], o["llm"], o["llm_parallel"], o["llm_timeout"])
+        hints = hints_from(*args)
     return create_app(
         token=os.environ.get(TOKEN_ENV) or None,
         scorers_per_model=o["scorers"],
