@@ -140,14 +140,20 @@ def one(
     hops: int,
     variant: str,
     dataset: str = DATASET,
+    keep: dict[str, dict[str, float]] | None = None,
 ) -> tuple[float, int]:
-    """(latency ms, round trips) of one question with a cold neighbour source."""
+    """(latency ms, round trips) of one question with a cold neighbour source; `keep` gets
+    its candidates' costs by question id."""
     cls, fn = VARIANTS[variant]
     source = cls(store, dataset)
     began = time.perf_counter()
     r = fn(source, scorer, scorer.question(q.masked), q.topics, hops)
-    answer_set(r.answer_costs(), 0.0)
-    return (time.perf_counter() - began) * 1000, source.round_trips
+    costs = r.answer_costs()
+    answer_set(costs, 0.0)
+    ms = (time.perf_counter() - began) * 1000
+    if keep is not None:
+        keep[q.id] = dict(costs)
+    return ms, source.round_trips
 
 
 def latencies(
@@ -158,16 +164,18 @@ def latencies(
     dataset: str = DATASET,
     warmup: int = 10,
     failed: list[tuple[str, str]] | None = None,
+    keep: dict[str, dict[str, float]] | None = None,
 ) -> list[float]:
     """Per-question latency (ms) of the current TreeG + answer set, after `warmup` questions
     (path embeddings, query plans, JIT); question embeddings are cached first, as here.
     With `failed`, a question whose query the server refuses (e.g. out of transaction memory)
-    is listed there as (id, error code) instead of ending the run."""
+    is listed there as (id, error code) instead of ending the run. `keep`: each question's
+    candidates, as one() keeps them."""
     scorer.questions([q.masked for q in qs])
     out = []
     for k, q in enumerate([*qs[:warmup], *qs]):
         try:
-            ms = one(store, scorer, q, hops, "new", dataset)[0]
+            ms = one(store, scorer, q, hops, "new", dataset, keep if k >= warmup else None)[0]
         except Neo4jError as exc:
             if failed is None:
                 raise

@@ -239,6 +239,10 @@ class Row:
     failed: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # (id, error code)
     by_question: dict[int, dict[str, float]] = field(default_factory=dict)  # base id -> ms
     memory: dict[str, int] = field(default_factory=dict)
+    # the same questions with ingest's hub lists hidden: the queries' sort path, as before them
+    sorted_ms: dict[int, list[float]] = field(default_factory=dict)
+    differ: dict[int, int] = field(default_factory=dict)  # questions whose candidates differ
+    hub: dict[str, float] = field(default_factory=dict)  # the biggest hub's query, both ways
 
 
 def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int) -> None:
@@ -249,6 +253,7 @@ def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int
     from cpr_neo4j.stages import questions as qsel
 
     pid = server.pid()
+    kept: dict[int, dict[str, dict[str, float]]] = {}  # the warm pass's candidates
     # No driver retries: a refused query fails its question at once and is counted.
     with GraphStore(server.settings(), retry_time=0) as store:
         for h in HOPS:
@@ -259,7 +264,7 @@ def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int
             row.failed[h] = []
             row.ms[h] = latencies(store, scorer, qs, h, name, failed=row.failed[h])
             between = read_bytes(pid)
-            row.warm[h] = latencies(store, scorer, qs, h, name, warmup=0, failed=[])
+            row.warm[h] = latencies(store, scorer, qs, h, name, 0, [], keep=kept.setdefault(h, {}))
             refused = {i for i, _ in row.failed[h]}
             answered = [q.id.split(SEP)[0] for q in qs if q.id not in refused]
             row.by_question[h] = dict(zip(answered, row.ms[h], strict=True))
@@ -267,8 +272,60 @@ def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int
                 codes = sorted({c for _, c in row.failed[h]})
                 print(f"    {len(row.failed[h])} questions refused by the server: {codes}")
             row.faulted[h], row.refaulted[h] = between - before, read_bytes(pid) - between
+        row.hub = hub_query(store, name)
+        print("  the same questions with the hub lists hidden (the sort path) ...", flush=True)
+        hide_hub_lists(store, name, True)
+        try:
+            row.hub |= {f"sorted {k}": v for k, v in hub_query(store, name).items()}
+            for h in HOPS:
+                qs = qsel.load(store, name, "test", h)[:per_hop]
+                sort: dict[str, dict[str, float]] = {}
+                row.sorted_ms[h] = latencies(store, scorers[h](store, name), qs, h, name, 0, [],
+                                             keep=sort)  # fmt: skip
+                row.differ[h] = sum(not same_costs(kept[h].get(q), sort[q]) for q in sort)
+        finally:
+            hide_hub_lists(store, name, False)
         row.memory = jmx_memory(store)
     row.memory |= rss(pid)
+
+
+def hide_hub_lists(store, name: str, hide: bool) -> None:
+    """Hide ingest's hub lists (cypher/hub_lists.cypher) from the adjacency queries, which then
+    sort each hub's neighbours as they did before the lists, or show them again."""
+    a, b = ("cpr_hub_cap", "cpr_hub_hidden") if hide else ("cpr_hub_hidden", "cpr_hub_cap")
+    store.query(
+        f"MATCH (e:Entity {{dataset: $name}}) WHERE e.{a} IS NOT NULL "
+        f"SET e.{b} = e.{a} REMOVE e.{a}",
+        {"name": name},
+        write=True,
+    )
+
+
+def same_costs(a: dict[str, float] | None, b: dict[str, float]) -> bool:
+    """The same candidates, their costs equal up to float summation order."""
+    return a is not None and a.keys() == b.keys() and all(abs(a[k] - b[k]) <= 1e-6 for k in a)
+
+
+def hub_query(store, name: str) -> dict[str, float]:
+    """The biggest hub's neighbour query (one entity, search's cap): the server's own peak
+    memory for it (PROFILE's GlobalMemory) and its time, best of 3."""
+    from cpr_neo4j.graph.cypher import statement
+    from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP
+
+    hub = store.query(
+        "MATCH (e:Entity {dataset: $name}) WITH e ORDER BY COUNT { (e)--() } DESC LIMIT 1 "
+        "RETURN e.id AS id, COUNT { (e)--() } AS degree",
+        {"name": name},
+    )[0][0]
+    params = {"ids": [hub["id"]], "dataset": name, "cap": DEFAULT_FANOUT_CAP, "names": True}
+    times = []
+    for _ in range(3):
+        began = time.perf_counter()
+        store.query(statement("adjacency_by_id"), params)
+        times.append((time.perf_counter() - began) * 1000)
+    _, summary = store.query("PROFILE " + statement("adjacency_by_id"), params)
+    memory = (summary.profile or {}).get("args", {}).get("GlobalMemory", float("nan"))
+    return {"degree": hub["degree"], "ms": min(times), "memory MiB": memory / (1 << 20)}
 
 
 def scorer_factory(encoder, hops: int):
@@ -326,6 +383,13 @@ def figures(r: Row) -> dict[str, float]:
             f"{h}-hop store read MB": r.faulted[h] / mb,
             f"{h}-hop warm reread MB": r.refaulted[h] / mb,
         }
+    for h in HOPS:
+        out |= {
+            f"{h}-hop sort path p50 ms": pct(r.sorted_ms[h], 50),
+            f"{h}-hop sort path p95 ms": pct(r.sorted_ms[h], 95),
+            f"{h}-hop candidates differ": r.differ[h],
+        }
+    out |= {f"biggest hub query {k}": v for k, v in r.hub.items()}
     return out | {
         "heap used MB": r.memory["heap_used"] / mb,
         "old gen peak MB": r.memory["old_gen_peak"] / mb,

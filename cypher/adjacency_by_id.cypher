@@ -11,6 +11,8 @@
 // groups could reach the cap takes that sorted path, one subquery per entity (2 * degree >
 // $cap, as a self-loop may match twice; degree counts every relationship); the rest, almost
 // all, are matched in one flat pass with no sort (a 3-hop frontier's query: ~30% less time).
+// A hub whose list ingest stored for this $cap (hub_lists.cypher: the same rows, computed once)
+// is read from it, one index seek per kept neighbour, instead of sorting its whole degree.
 UNWIND $ids AS id
 MATCH (e:Entity {dataset: $dataset, id: id})
 WITH collect(e) AS found
@@ -24,6 +26,13 @@ CALL (found) {
     UNWIND found AS e
     WITH e WHERE 2 * COUNT { (e)--() } > $cap
     CALL (e) {
+      WITH e WHERE e.cpr_hub_cap = $cap
+      WITH e.cpr_hub_types AS types, e.cpr_hub_forward AS forwards, e.cpr_hub_ids AS ids
+      UNWIND range(0, size(ids) - 1) AS i
+      MATCH (n:Entity {dataset: $dataset, id: ids[i]})
+      RETURN types[i] AS type, forwards[i] AS forward, n
+      UNION ALL
+      WITH e WHERE coalesce(e.cpr_hub_cap, -1) <> $cap
       MATCH (e)-[r]-(n:Entity)
       WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
       WITH type, forward, collect(n)[..$cap] AS ns

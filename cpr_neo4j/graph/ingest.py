@@ -23,6 +23,7 @@ from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph import fingerprint
 from cpr_neo4j.graph.columns import write_entities, write_links, write_questions, write_triples
 from cpr_neo4j.graph.cypher import rel_type, statement
+from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP
 from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import membership_rows, write_subgraphs
@@ -124,6 +125,8 @@ def ingest(
     topic_answers = dataset.topic_answers
     if topic_answers is None:  # a caller that did not decide (the CLI does, and says so)
         topic_answers = decide(dataset)[1].on
+    # each hub's capped neighbour list, so searches read it rather than sort its degree
+    store.autocommit("hub_lists", dataset=name, cap=DEFAULT_FANOUT_CAP)
     store.write(
         "dataset_finish",
         dataset=name,
