@@ -11,27 +11,28 @@ CALL (found) {
     UNWIND found AS e
     WITH e WHERE 2 * COUNT { (e)--() } <= $cap
     MATCH (e)-[r]-(n:Entity)
-    RETURN type(r) AS type, startNode(r) = e AS forward, e, n
+    RETURN type(r) AS type, startNode(r) = e AS forward, e, id(n) AS node,
+      CASE WHEN $names THEN n.id END AS name
     UNION ALL
     UNWIND found AS e
     WITH e WHERE 2 * COUNT { (e)--() } > $cap
     CALL (e) {
       WITH e WHERE e.cpr_hub_cap = $cap
-      WITH e.cpr_hub_types AS types, e.cpr_hub_forward AS forwards, e.cpr_hub_ids AS ids
-      UNWIND range(0, size(ids) - 1) AS i
-      MATCH (n:Entity {dataset: $dataset, id: ids[i]})
-      RETURN types[i] AS type, forwards[i] AS forward, n
+      WITH e.cpr_hub_types AS types, e.cpr_hub_forward AS forwards, e.cpr_hub_nodes AS nodes,
+        CASE WHEN $names THEN e.cpr_hub_ids END AS ids
+      UNWIND range(0, size(nodes) - 1) AS i
+      RETURN types[i] AS type, forwards[i] AS forward, nodes[i] AS node, ids[i] AS name
       UNION ALL
       WITH e WHERE coalesce(e.cpr_hub_cap, -1) <> $cap
       MATCH (e)-[r]-(n:Entity)
       WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
       WITH type, forward, collect(n)[..$cap] AS ns
       UNWIND ns AS n
-      RETURN type, forward, n
+      RETURN type, forward, id(n) AS node, CASE WHEN $names THEN n.id END AS name
     }
-    RETURN type, forward, e, n
+    RETURN type, forward, e, node, name
   }
-  WITH type, forward, collect(id(e) * 4294967296 + id(n)) AS edges, collect(n) AS ns
-  RETURN collect([type, forward, edges, CASE WHEN $names THEN [n IN ns | n.id] END]) AS groups
+  WITH type, forward, collect(id(e) * 4294967296 + node) AS edges, collect(name) AS names
+  RETURN collect([type, forward, edges, CASE WHEN $names THEN names END]) AS groups
 }
 RETURN [e IN found | id(e)] AS nodes, [e IN found | e.id] AS ids, groups

@@ -3,20 +3,23 @@
 // genre has ~400k: a 3-hop ask spent most of its time there). A hub is what the adjacency
 // queries call one (2 * degree > $cap); its list is exactly their sorted path's rows: per
 // relationship type and direction the first $cap neighbours by id, kept in that order, as
-// three parallel lists. Every ingest recomputes every hub of the dataset (new edges, or new
-// question links that make a node a hub), so the lists stay in step with the graph; the
-// queries use them only when cpr_hub_cap equals their own $cap. Returns nothing.
+// parallel lists (type, forward?, node id, entity id); node ids stay valid, as a dataset's
+// entities are deleted only with the dataset, hubs included. Every ingest recomputes every
+// hub of the dataset (new edges, or new question links that make a node a hub), so the lists
+// stay in step with the graph; the queries use them only when cpr_hub_cap is their $cap.
+// Returns nothing.
 MATCH (e:Entity {dataset: $dataset})
 WHERE 2 * COUNT { (e)--() } > $cap
 CALL (e) {
   CALL (e) {
     MATCH (e)-[r]-(n:Entity)
-    WITH type(r) AS type, startNode(r) = e AS forward, n.id AS id ORDER BY id
-    WITH type, forward, collect(id)[..$cap] AS ids
-    UNWIND ids AS id
-    RETURN type, forward, id
+    WITH type(r) AS type, startNode(r) = e AS forward, n ORDER BY n.id
+    WITH type, forward, collect(n)[..$cap] AS ns
+    UNWIND ns AS n
+    RETURN type, forward, id(n) AS node, n.id AS id
   }
-  WITH e, collect(type) AS types, collect(forward) AS forwards, collect(id) AS ids
+  WITH e, collect(type) AS types, collect(forward) AS forwards, collect(node) AS nodes,
+    collect(id) AS ids
   SET e.cpr_hub_cap = $cap, e.cpr_hub_types = types, e.cpr_hub_forward = forwards,
-    e.cpr_hub_ids = ids
+    e.cpr_hub_nodes = nodes, e.cpr_hub_ids = ids
 } IN TRANSACTIONS OF 20 ROWS
