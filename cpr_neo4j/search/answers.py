@@ -93,15 +93,14 @@ def answer_columns(
     note = getattr(retrieval, "note_nodes", None)
     if note is not None and len(ukeys) and ukeys[0] >= 0:  # node columns (sorted: all >= 0)
         note(ids, ukeys.tolist())
-    keep = np.ones(len(ids), dtype=bool)
-    if not topics_are_answers:
-        topics = set(retrieval.topics)
-        keep = np.fromiter((i not in topics for i in ids), bool, len(ids))
-    ids = [i for i, k in zip(ids, keep.tolist(), strict=True) if k]
-    ucost, ulen, surprisal = ucost[keep], ulen[keep], surprisal[keep]
-    # by (cost, id): numpy orders str by code point, as Python does; ids are distinct
-    rank = np.lexsort((np.array(ids, dtype=str), ucost)) if ids else np.zeros(0, dtype=np.int64)
-    return AnswerColumns([ids[i] for i in rank], ucost[rank], ulen[rank], surprisal[rank])
+    # numpy's str columns (C loops: a question of the every-hop model has thousands of
+    # answers); numpy orders str by code point, as Python does; ids are distinct
+    named = np.array(ids, dtype=str)
+    if not topics_are_answers and len(named):
+        keep = ~np.isin(named, list(retrieval.topics))
+        named, ucost, ulen, surprisal = named[keep], ucost[keep], ulen[keep], surprisal[keep]
+    rank = np.lexsort((named, ucost))  # by (cost, id)
+    return AnswerColumns(named[rank].tolist(), ucost[rank], ulen[rank], surprisal[rank])
 
 
 def _end_keys(ends: Any) -> np.ndarray:
@@ -125,11 +124,19 @@ def _code(entity: str) -> int:
 
 
 def _names(retrieval: Any, cands: list, keys: np.ndarray) -> list[str]:
-    names = getattr(cands[0].ends, "names", None)
-    out = []
-    for k in keys.tolist():
-        out.append(_IDS[-1 - k] if k < 0 else names[k])
-    return out
+    """Entity ids of sorted keys: node ids through the ends' names, codes through _IDS."""
+    ks = keys.tolist()
+    if not ks or ks[0] < 0:  # dict ends (sorted keys: a node column has none below 0)
+        names = getattr(cands[0].ends, "names", None)
+        return [_IDS[-1 - k] if k < 0 else names[k] for k in ks]
+    names = cands[0].ends.names
+    maps = getattr(names, "maps", None) or [names]  # a ChainMap: look up in C, map by map
+    found = list(map(maps[-1].get, ks))
+    for m in reversed(maps[:-1]):
+        found = list(map(m.get, ks, found))  # the first map holding the key wins
+    if None in found:
+        raise KeyError(ks[found.index(None)])
+    return found
 
 
 def sequence_hits(retrieval: Any, gold: set[str]) -> tuple[np.ndarray, np.ndarray]:

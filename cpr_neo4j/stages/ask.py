@@ -216,7 +216,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
         relpaths[entity], chain, _ = retrieval.witness(entity)
         return Answer(entity, entity, rank, float(scores[k]), "", chain)
 
-    kept = [int(k) for k in order if inside[k]]
+    kept = order[inside[order]].tolist()
     answers = [answer_at(i + 1, k) for i, k in enumerate(kept)]
     best_outside = answer_at(1, int(order[0])) if not answers and len(order) else None
     guaranteed = th.attainable and session.no_guarantee is None
