@@ -9,6 +9,7 @@ arrays named as the torch module's state_dict, so loading needs no torch.
 from __future__ import annotations
 
 import json
+import threading
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -89,6 +90,12 @@ def read_config(model_id: str) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+# One load at a time: np.load parses each array's header with ast.literal_eval, and
+# CPython 3.11's AST construction is not thread-safe ("SystemError: AST constructor
+# recursion depth mismatch" when `cpr serve` loaded two scorers at once; python/cpython#106905).
+_LOADING = threading.Lock()
+
+
 def load_scorer(
     model_id: str,
     encoder: TextEncoder | None = None,
@@ -96,6 +103,13 @@ def load_scorer(
     backend: str | None = None,
 ) -> PathScorer:
     """device None / "cpu": the numpy scorer; "cuda": the torch one (PathScorer)."""
+    with _LOADING:
+        return _load_scorer(model_id, encoder, device, backend)
+
+
+def _load_scorer(
+    model_id: str, encoder: TextEncoder | None, device: str | None, backend: str | None
+) -> PathScorer:
     config = read_config(model_id)
     encoder = encoder or TextEncoder(device=device)
     if encoder.model_name != config["encoder"]:
