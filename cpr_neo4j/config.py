@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -73,10 +74,19 @@ def credentials_file() -> Path:
 
 
 def local_server_settings() -> dict | None:
+    """The local server's connection (credentials.json), or None when none is installed;
+    read again only when the file changes (every answered question asks: its Browser link)."""
     path = credentials_file()
-    if not path.exists():
+    try:
+        st = path.stat()
+    except FileNotFoundError:
         return None
-    return json.loads(path.read_text())
+    return dict(_read_settings(str(path), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_settings(path: str, mtime_ns: int, size: int) -> dict:
+    return json.loads(Path(path).read_text())
 
 
 # --- the local Neo4j server's memory (`cpr neo4j start --heap --pagecache`) ---------------------
