@@ -146,3 +146,21 @@ def test_slack_and_edges():
         a, ha = c.counts(tau, nonempty=False)
         b, hb = c.counts(tau, nonempty=True)
         assert (b >= a).all() and (hb >= ha).all() and (b[has] > 0).all()
+
+
+def test_answers_rank_by_cost_then_id_as_lexsort_does():
+    """answer_columns ranks by (cost, id) comparing ids only within runs of equal costs;
+    the order must be np.lexsort's over a str column (code points: "É" after "z")."""
+    import random
+
+    from cpr_neo4j.search.answers import rank_by_cost_then_id
+
+    rng = np.random.default_rng(0)
+    names = [f"e{i}" for i in range(200)] + ["É", "a", "Z", "zz"]
+    for trial in range(2000):
+        n = int(rng.integers(0, 60))
+        pool = [0.0, 1.0, 2.5, np.inf, -1.0, np.nan] if trial % 3 == 0 else rng.random(5)
+        costs = rng.choice(pool, n)
+        ids = random.Random(trial).sample(names, n)
+        want = np.lexsort((np.array(ids, dtype=str), costs)) if n else []
+        assert rank_by_cost_then_id(costs, ids).tolist() == list(want)

@@ -93,14 +93,29 @@ def answer_columns(
     note = getattr(retrieval, "note_nodes", None)
     if note is not None and len(ukeys) and ukeys[0] >= 0:  # node columns (sorted: all >= 0)
         note(ids, ukeys.tolist())
-    # numpy's str columns (C loops: a question of the every-hop model has thousands of
-    # answers); numpy orders str by code point, as Python does; ids are distinct
-    named = np.array(ids, dtype=str)
-    if not topics_are_answers and len(named):
-        keep = ~np.isin(named, list(retrieval.topics))
-        named, ucost, ulen, surprisal = named[keep], ucost[keep], ulen[keep], surprisal[keep]
-    rank = np.lexsort((named, ucost))  # by (cost, id)
-    return AnswerColumns(named[rank].tolist(), ucost[rank], ulen[rank], surprisal[rank])
+    if not topics_are_answers:
+        topics = set(retrieval.topics)
+        drop = [i for i, e in enumerate(ids) if e in topics]
+        if drop:
+            ids = [e for e in ids if e not in topics]
+            ucost, ulen, surprisal = (np.delete(a, drop) for a in (ucost, ulen, surprisal))
+    rank = rank_by_cost_then_id(ucost, ids)
+    return AnswerColumns([ids[i] for i in rank], ucost[rank], ulen[rank], surprisal[rank])
+
+
+def rank_by_cost_then_id(costs: np.ndarray, ids: list[str]) -> np.ndarray:
+    """Indices ordered by (cost, id), ids compared by code point (Python's str order), as
+    np.lexsort((ids, costs)) orders them; only runs of equal costs compare ids, so the
+    thousands of answers of a question are not turned into a str array and sorted."""
+    order = np.argsort(costs, kind="stable")
+    c = costs[order]
+    same = (c[1:] == c[:-1]) | (np.isnan(c[1:]) & np.isnan(c[:-1]))
+    if same.any():
+        run = np.flatnonzero(np.diff(np.concatenate(([0], same.astype(np.int8), [0]))))
+        for a, b in zip(run[::2].tolist(), run[1::2].tolist(), strict=True):
+            part = order[a : b + 1].tolist()
+            order[a : b + 1] = sorted(part, key=ids.__getitem__)
+    return order
 
 
 def _end_keys(ends: Any) -> np.ndarray:
