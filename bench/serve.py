@@ -51,7 +51,7 @@ def start_server(
     port: int, scorers: int, log: Path, batch: bool = True, preload: bool = True, workers: int = 1
 ) -> subprocess.Popen:
     cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers)]
-    cmd += ["--workers", str(workers)] if workers > 1 else []
+    cmd += ["--workers", str(workers)]  # explicit: the default is one per core
     cmd += [] if batch else ["--no-batch"]
     cmd += [] if preload else ["--no-preload"]
     proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)

@@ -101,3 +101,11 @@ def _parent(stat: Path) -> int | None:
         return int(stat.read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+@pytest.mark.parametrize(("cores", "workers"), [(1, 1), (2, 2), (3, 3), (16, 4)])
+def test_the_default_is_one_worker_per_core_up_to_four(monkeypatch, cores, workers):
+    from cpr_neo4j.cli import serve_cmd
+
+    monkeypatch.setattr(serve_cmd.os, "sched_getaffinity", lambda _: set(range(cores)))
+    assert serve_cmd.default_workers() == workers
