@@ -3,6 +3,7 @@
     python bench/serve.py [--questions 200] [--clients 8] [--solo 50] [--baseline 5] [--unbatched]
     python bench/serve.py --hops 0 --both-calibrations --no-preload-too   # issue 36's run
     python bench/serve.py --fault   # Neo4j stopped and started again under that load
+    python bench/serve.py --before /tmp/old   # a `git worktree` of an earlier revision first
 
 Starts `cpr serve` on a free loopback port, asks test questions (texts from Neo4j; --hops 0:
 every hop count, interleaved) from concurrent closed-loop client threads, and prints latency
@@ -48,13 +49,25 @@ def free_port() -> int:
 
 
 def start_server(
-    port: int, scorers: int, log: Path, batch: bool = True, preload: bool = True, workers: int = 1
+    port: int,
+    scorers: int,
+    log: Path,
+    batch: bool = True,
+    preload: bool = True,
+    workers: int | None = 1,
+    tree: Path | None = None,
 ) -> subprocess.Popen:
+    """`cpr serve` on `port`; workers None: its default. tree: run the server of another
+    checkout of this repository (its revision's defaults; only --port and --scorers)."""
     cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers)]
-    cmd += ["--workers", str(workers)]  # explicit: the default is one per core
+    cmd += [] if workers is None else ["--workers", str(workers)]  # the default: per core
     cmd += [] if batch else ["--no-batch"]
     cmd += [] if preload else ["--no-preload"]
-    proc = subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    # `python -m` puts the working directory first on sys.path: run from the other tree
+    env = os.environ | ({"PYTHONPATH": str(tree.resolve())} if tree else {})
+    proc = subprocess.Popen(
+        cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, cwd=tree or None
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -181,14 +194,15 @@ def bench_server(
     batch: bool = True,
     preload: bool = True,
     label: str = "",
-    workers: int = 1,
+    workers: int | None = 1,
+    tree: Path | None = None,
 ) -> tuple[float, float]:
     """Print and return (p50 ms, questions/s) of `cpr serve` under concurrent clients;
     solo: hop count -> the questions one lone client asks after."""
     port = free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
     began = time.perf_counter()
-    proc = start_server(port, args.scorers, log, batch, preload, workers)
+    proc = start_server(port, args.scorers, log, batch, preload, workers, tree)
     print(f"cpr serve ready in {time.perf_counter() - began:.1f} s (log {log})")
     try:
         url = f"http://127.0.0.1:{port}/ask"
@@ -222,7 +236,8 @@ def bench_server(
         f"{args.clients} concurrent clients, {args.scorers} scorer(s) per model, "
         + ("searches batched" if batch else "each search alone (--no-batch)")
         + ("" if preload else ", --no-preload")
-        + (f", --workers {workers}" if workers > 1 else "")
+        + (f", --workers {workers}" if workers and workers > 1 else "")
+        + (f", the server of {tree} (its defaults)" if tree else "")
     )
     print(
         f"  cpr serve: p50 {p50:.0f} ms, p99 {p99:.0f} ms, {qps:.2f} questions/s "
@@ -368,6 +383,12 @@ def main() -> None:
     ap.add_argument("--fault-at", type=float, default=15, help="seconds of load before/after")
     ap.add_argument("--fault-for", type=float, default=10, help="seconds Neo4j stays down")
     ap.add_argument("--dataset", default=DATASET, help="dataset whose test questions are asked")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="first run `cpr serve` from this other checkout (e.g. a `git worktree` of an "
+        "earlier revision), then this one's with its defaults, and print the ratio",
+    )
     args = ap.parse_args()
     globals()["DATASET"] = args.dataset
 
@@ -408,6 +429,16 @@ def main() -> None:
             bodies = [body(q, as_hops) for q in qs]
             warm = [body(q, as_hops) for q in warmup]
             solo = {h: [body(q, as_hops) for q in part] for h, part in alone.items()}
+            if args.before:  # the other checkout first, then this one: the same run
+                before = bench_server(args, bodies, warm, solo, ask_ids, label=label,
+                                      workers=None, tree=args.before)  # fmt: skip
+                p50_d, qps_d = bench_server(
+                    args, bodies, warm, solo, ask_ids, label=label, workers=None
+                )
+                print(
+                    f"  ratio, this checkout's defaults against {args.before}'s: "
+                    f"{qps_d / before[1]:.2f}x the questions/s, p50 {before[0] / p50_d:.2f}x lower"
+                )
             p50, qps = bench_server(args, bodies, warm, solo, ask_ids, label=label)
             first = first or (p50, qps)
             # the same run's baselines: (wanted, bench_server options, what the ratio compares)
