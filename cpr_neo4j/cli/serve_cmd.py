@@ -114,4 +114,6 @@ def serve(
 def default_workers() -> int:
     """One server process per core this process may run on, at most MAX_DEFAULT_WORKERS
     (bench/serve.py on 2 cores: 4 processes answered fewer questions/s than 2)."""
-    return max(1, min(MAX_DEFAULT_WORKERS, len(os.sched_getaffinity(0))))
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core
+    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
+    return max(1, min(MAX_DEFAULT_WORKERS, cores))
