@@ -1,6 +1,7 @@
-"""Raw vs effective-score calibration of never-empty sets, on the INNER DEV split only.
+"""Raw vs effective-score calibration of never-empty sets: inner dev halves, or the test split.
 
     python bench/effective_scores.py DIR [--splits 100] [--alphas 0.1,0.2,0.3,0.5]
+    python bench/effective_scores.py DIR --test   # after the decision: the working half
 
 DIR holds bench/records.py's inner-dev.npz of one model. The inner dev questions are cut
 at random into a calibration half and a measurement half, `--splits` times (seeded); the
@@ -10,6 +11,11 @@ half answered with each question's group threshold as `cpr ask` does, sets never
 Rows: coverage (PAC delta 0.05, the default; and delta 0) and FNR, each with raw and
 effective scores (conformal/effective.py). Columns: mean over splits of ECR, APSS, F1 and
 FNR, with the standard error of the mean for ECR and APSS.
+
+--test (reporting only, after the default was chosen on inner dev): calibrate on DIR's
+cal.npz (the model's calibration share, as `cpr calibrate` does) and answer the test
+split's working half (stages/eval_tables.half(id) == 0) of DIR's test.npz; one split, the
+standard errors are over questions (binomial for ECR).
 """
 
 from __future__ import annotations
@@ -60,14 +66,66 @@ def measure(t: CandidateTable, alphas, splits: int, seed: int = 0) -> dict:
     return {k: np.array(v, dtype=float) for k, v in out.items()}
 
 
+def on_test(cal: CandidateTable, test: CandidateTable, alphas) -> dict:
+    """Deployed protocol: thresholds from the calibration share, each test question cut at
+    its group's; per (alpha, risk, delta, effective): [ECR, APSS, F1, FNR, finite, se ECR,
+    se APSS]."""
+    spec = {"family": "surprisal", "T": cal.temperature}
+    calibrated = Calibrated.from_flat(
+        cal.qidx, table_scores(cal, spec), cal.gold, cal.n_gold, cal.group, {}
+    )
+    counter = SetCounter(test.qidx, table_scores(test, spec), test.gold, test.n)
+    out: dict = {}
+    for a in alphas:
+        for risk, delta in MODES:
+            for eff in (False, True):
+                tau = calibrated.thresholds(Request(a, delta, risk, effective=eff), test.group)
+                s, h = counter.counts(tau, nonempty=True)
+                ng = test.n_gold
+                rec = h / np.maximum(ng, 1)
+                prec = np.divide(h, s, out=np.zeros(len(s)), where=s > 0)
+                f1 = np.divide(2 * rec * prec, rec + prec, out=np.zeros(len(s)),
+                               where=rec + prec > 0)  # fmt: skip
+                ecr = float((h > 0).mean())
+                out[(a, risk, delta, eff)] = [
+                    ecr, s.mean(), f1.mean(), 1 - rec[ng > 0].mean(),
+                    float((tau < math.inf).all()),
+                    math.sqrt(ecr * (1 - ecr) / len(s)), s.std() / math.sqrt(len(s)),
+                ]  # fmt: skip
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir")
     ap.add_argument("--splits", type=int, default=100)
     ap.add_argument("--alphas", default="0.1,0.2,0.3,0.5")
+    ap.add_argument("--test", action="store_true", help="cal.npz -> test.npz's working half")
     args = ap.parse_args()
-    t = CandidateTable.load(Path(args.dir) / "inner-dev.npz")
     alphas = [float(a) for a in args.alphas.split(",")]
+    if args.test:
+        from cpr_neo4j.stages.eval_tables import half
+
+        cal = CandidateTable.load(Path(args.dir) / "cal.npz")
+        whole = CandidateTable.load(Path(args.dir) / "test.npz")
+        test = whole.subset(np.flatnonzero([half(q) == 0 for q in whole.qids]))
+        res = on_test(cal, test, alphas)
+        print(f"test working half: {test.n} questions (of {whole.n} in test.npz), thresholds "
+              f"from the {cal.n} calibration-share questions, sets never empty\n")  # fmt: skip
+        print("| alpha | mode | scores | ECR | APSS | F1 | FNR | every tau < +inf |")
+        print("|---:|---|---|---|---|---|---|---:|")
+        for a in alphas:
+            for risk, delta in MODES:
+                mode = risk if risk == "fnr" else f"coverage, delta {delta or 0:g}"
+                for eff in (False, True):
+                    m = res[(a, risk, delta, eff)]
+                    print(
+                        f"| {a:g} | {mode} | {'effective' if eff else 'raw'} | "
+                        f"{m[0]:.3f} ± {m[5]:.3f} | {m[1]:.2f} ± {m[6]:.2f} | {m[2]:.3f} | "
+                        f"{m[3]:.3f} | {'yes' if m[4] else 'no'} |"
+                    )
+        return
+    t = CandidateTable.load(Path(args.dir) / "inner-dev.npz")
     res = measure(t, alphas, args.splits)
     print(f"inner dev: {t.n} questions, {args.splits} half splits, sets never empty\n")
     print("| alpha | mode | scores | ECR | APSS | F1 | FNR | splits with every tau < +inf |")
