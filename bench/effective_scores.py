@@ -37,6 +37,25 @@ from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
 MODES = [("coverage", 0.05), ("coverage", None), ("fnr", None)]
 
 
+def set_metrics(size: np.ndarray, hit: np.ndarray, n_gold: np.ndarray) -> list[float]:
+    """[ECR, APSS, F1, FNR] of sets with `size` answers of which `hit` are gold (F1 and
+    recall per question as RoG reports them; FNR over questions with a gold answer)."""
+    rec = hit / np.maximum(n_gold, 1)
+    prec = np.divide(hit, size, out=np.zeros(len(size)), where=size > 0)
+    f1 = np.divide(2 * rec * prec, rec + prec, out=np.zeros(len(size)), where=rec + prec > 0)
+    ecr = float((hit > 0).mean())
+    return [ecr, float(size.mean()), float(f1.mean()), float(1 - rec[n_gold > 0].mean())]
+
+
+def table_rows(alphas):
+    """(alpha, risk, delta, effective?, the row's label cells) in the printed tables' order."""
+    for a in alphas:
+        for risk, delta in MODES:
+            mode = risk if risk == "fnr" else f"coverage, delta {delta or 0:g}"
+            for eff in (False, True):
+                yield a, risk, delta, eff, f"| {a:g} | {mode} | {'effective' if eff else 'raw'} |"
+
+
 def measure(t: CandidateTable, alphas, splits: int, seed: int = 0) -> dict:
     spec = {"family": "surprisal", "T": t.temperature}
     score = table_scores(t, spec)
@@ -55,13 +74,8 @@ def measure(t: CandidateTable, alphas, splits: int, seed: int = 0) -> dict:
                     req = Request(a, delta, risk, effective=eff)
                     tau = calibrated.thresholds(req, t.group)
                     size, hit = counter.counts(tau, nonempty=True)
-                    s, h, ng = size[test], hit[test], t.n_gold[test]
-                    rec = h / np.maximum(ng, 1)
-                    prec = np.divide(h, s, out=np.zeros(len(s)), where=s > 0)
-                    f1 = np.divide(2 * rec * prec, rec + prec, out=np.zeros(len(s)),
-                                   where=rec + prec > 0)  # fmt: skip
                     fin = bool((tau[test] < math.inf).all())  # -inf: the top level
-                    row = [(h > 0).mean(), s.mean(), f1.mean(), 1 - rec[ng > 0].mean(), fin]
+                    row = [*set_metrics(size[test], hit[test], t.n_gold[test]), fin]
                     out.setdefault((a, risk, delta, eff), []).append(row)
     return {k: np.array(v, dtype=float) for k, v in out.items()}
 
@@ -81,15 +95,9 @@ def on_test(cal: CandidateTable, test: CandidateTable, alphas) -> dict:
             for eff in (False, True):
                 tau = calibrated.thresholds(Request(a, delta, risk, effective=eff), test.group)
                 s, h = counter.counts(tau, nonempty=True)
-                ng = test.n_gold
-                rec = h / np.maximum(ng, 1)
-                prec = np.divide(h, s, out=np.zeros(len(s)), where=s > 0)
-                f1 = np.divide(2 * rec * prec, rec + prec, out=np.zeros(len(s)),
-                               where=rec + prec > 0)  # fmt: skip
-                ecr = float((h > 0).mean())
+                ecr, apss, f1, fnr = set_metrics(s, h, test.n_gold)
                 out[(a, risk, delta, eff)] = [
-                    ecr, s.mean(), f1.mean(), 1 - rec[ng > 0].mean(),
-                    float((tau < math.inf).all()),
+                    ecr, apss, f1, fnr, float((tau < math.inf).all()),
                     math.sqrt(ecr * (1 - ecr) / len(s)), s.std() / math.sqrt(len(s)),
                 ]  # fmt: skip
     return out
@@ -114,34 +122,26 @@ def main() -> None:
               f"from the {cal.n} calibration-share questions, sets never empty\n")  # fmt: skip
         print("| alpha | mode | scores | ECR | APSS | F1 | FNR | every tau < +inf |")
         print("|---:|---|---|---|---|---|---|---:|")
-        for a in alphas:
-            for risk, delta in MODES:
-                mode = risk if risk == "fnr" else f"coverage, delta {delta or 0:g}"
-                for eff in (False, True):
-                    m = res[(a, risk, delta, eff)]
-                    print(
-                        f"| {a:g} | {mode} | {'effective' if eff else 'raw'} | "
-                        f"{m[0]:.3f} ± {m[5]:.3f} | {m[1]:.2f} ± {m[6]:.2f} | {m[2]:.3f} | "
-                        f"{m[3]:.3f} | {'yes' if m[4] else 'no'} |"
-                    )
+        for a, risk, delta, eff, label in table_rows(alphas):
+            m = res[(a, risk, delta, eff)]
+            print(
+                f"{label} {m[0]:.3f} ± {m[5]:.3f} | {m[1]:.2f} ± {m[6]:.2f} | {m[2]:.3f} | "
+                f"{m[3]:.3f} | {'yes' if m[4] else 'no'} |"
+            )
         return
     t = CandidateTable.load(Path(args.dir) / "inner-dev.npz")
     res = measure(t, alphas, args.splits)
     print(f"inner dev: {t.n} questions, {args.splits} half splits, sets never empty\n")
     print("| alpha | mode | scores | ECR | APSS | F1 | FNR | splits with every tau < +inf |")
     print("|---:|---|---|---|---|---|---|---:|")
-    for a in alphas:
-        for risk, delta in MODES:
-            mode = risk if risk == "fnr" else f"coverage, delta {delta or 0:g}"
-            for eff in (False, True):
-                x = res[(a, risk, delta, eff)]
-                se = x.std(axis=0) / math.sqrt(len(x))
-                m = x.mean(axis=0)
-                print(
-                    f"| {a:g} | {mode} | {'effective' if eff else 'raw'} | "
-                    f"{m[0]:.3f} ± {se[0]:.3f} | {m[1]:.2f} ± {se[1]:.2f} | "
-                    f"{m[2]:.3f} | {m[3]:.3f} | {m[4]:.0%} |"
-                )
+    for a, risk, delta, eff, label in table_rows(alphas):
+        x = res[(a, risk, delta, eff)]
+        se = x.std(axis=0) / math.sqrt(len(x))
+        m = x.mean(axis=0)
+        print(
+            f"{label} {m[0]:.3f} ± {se[0]:.3f} | {m[1]:.2f} ± {se[1]:.2f} | "
+            f"{m[2]:.3f} | {m[3]:.3f} | {m[4]:.0%} |"
+        )
 
 
 if __name__ == "__main__":

@@ -95,9 +95,10 @@ def answer_columns(
         note(ids, ukeys.tolist())
     if not topics_are_answers:
         topics = set(retrieval.topics)
-        drop = [i for i, e in enumerate(ids) if e in topics]
+        drop = [i for i, e in enumerate(ids) if e in topics]  # a few at most
         if drop:
-            ids = [e for e in ids if e not in topics]
+            for i in reversed(drop):
+                del ids[i]
             ucost, ulen, surprisal = (np.delete(a, drop) for a in (ucost, ulen, surprisal))
     rank = rank_by_cost_then_id(ucost, ids)
     return AnswerColumns([ids[i] for i in rank], ucost[rank], ulen[rank], surprisal[rank])
