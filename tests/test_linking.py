@@ -45,6 +45,42 @@ def test_the_longest_name_wins_and_names_inside_it_are_dropped():
     assert [o["id"] for o in found.others] == ["Scott"]
 
 
+def test_the_note_names_only_other_names_a_user_might_have_meant():
+    idx = index(
+        "Blade Runner",
+        "Blade",
+        "Fall",
+        "What?",
+        "Harrison Ford",
+        "Stanley Kowalski",
+        "A Streetcar Named Desire",
+        "The Parliaments",
+        "Parliament of Nepal",
+    )
+
+    def also(text):
+        return [n for n in take(idx, text)[1].notes if n.startswith("also found")]
+
+    # inside or overlapping the name taken, or a word written as a word: no note
+    assert also("who directed Blade Runner") == []
+    assert also("what genres do the movies of Blade Runner fall under") == []
+    assert also("what is the parliament of nepal called") == []
+    # "What?" is an everyday word; the record still lists every name found
+    assert also("What? who directed Blade Runner") == []
+    assert {o["id"] for o in take(idx, "What? who directed Blade Runner")[1].others} == {
+        "Blade",
+        "What?",
+    }
+    # a capitalised name in a mixed-case question, a two-word one in a lower-case one
+    assert also("did Harrison Ford act in Blade") == [
+        "also found in the question: Blade (give --entity to choose)"
+    ]
+    assert also("did harrison ford act in blade") == []
+    assert also("who played stanley kowalski in a streetcar named desire") == [
+        "also found in the question: Stanley Kowalski (give --entity to choose)"
+    ]
+
+
 def test_mixed_case_questions_prefer_the_name_written_as_the_question_writes_it():
     idx = index("Ridley Scott", "ridley scott")
     ids, found = take(idx, "which movies did Ridley Scott direct")

@@ -196,7 +196,9 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
     # whole one-word name was wrong more often than right on the dev questions
     part = [] if strong else partial(index, folded)
     if part:
-        return _linking(index, toks, part, "partial name", _ids(index, found), field_name)
+        others = _ids(index, found)
+        noted = _worth_noting(index, text, toks, found, part)
+        return _linking(index, toks, part, "partial name", others, field_name, noted=noted)
     kept = strong or kept
     if not kept:
         raise _not_found(field_name)
@@ -209,6 +211,7 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
             best, rule = exact, "exact case"
     taken = {i for _, _, i in best}
     others = [o for o in _ids(index, found) if o["id"] not in taken]
+    noted = _worth_noting(index, text, toks, found, best)
     extra = []
     if RUNNERS_UP:  # other names found, then names written in part: the search decides
         rest = sorted(
@@ -216,14 +219,38 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
             key=lambda m: (-(m[1] - m[0]), -index.degree.get(m[2], 0), m[2]),
         )
         extra = (rest + [p for p in partial(index, folded) if p[2] not in taken])[:RUNNERS_UP]
-    return _linking(index, toks, best, rule, others, field_name, extra)
+    return _linking(index, toks, best, rule, others, field_name, extra, noted)
 
 
 def _ids(index: EntityIndex, found) -> list[dict]:
     return [index._entity(i) for i in dict.fromkeys(i for _, _, ids in found for i in ids)]
 
 
-def _linking(index, toks, best, rule, others, field_name, extra=()) -> Linking:
+def _worth_noting(index: EntityIndex, text: str, toks, found, taken) -> list[dict]:
+    """The other names found that a user might have meant: not among the words taken
+    ("Blade" in "Blade Runner"), not only everyday or relation words ("What?"), and
+    written as a name is: capitalised in a mixed-case question ("writer" and "fall" in
+    one are words, not titles), of two words or more in a one-case question."""
+    spans = [(s, e) for s, e, _ in taken]
+    ids = {i for _, _, i in taken}
+    cased = text not in (text.lower(), text.upper())
+
+    def named(s: int, e: int) -> bool:
+        return text[toks[s][1]].isupper() if cased else e - s > 1
+
+    keep = [
+        i
+        for s, e, found_ids in found
+        if not any(s < e2 and s2 < e for s2, e2 in spans)
+        and not weak(index, [t[0] for t in toks[s:e]])
+        and named(s, e)
+        for i in found_ids
+        if i not in ids
+    ]
+    return [index._entity(i) for i in dict.fromkeys(keep)]
+
+
+def _linking(index, toks, best, rule, others, field_name, extra=(), noted=None) -> Linking:
     """Tied candidates in a fixed order (degree first: a weak prior), at most MAX_TIED."""
     by_id: dict[str, tuple[int, int]] = {}
     for s, e, i in best:
@@ -240,7 +267,7 @@ def _linking(index, toks, best, rule, others, field_name, extra=()) -> Linking:
         )
         for i in order[:MAX_TIED]
     ]
-    notes = _also(others, field_name)
+    notes = _also(others if noted is None else noted, field_name)
     if len(choices) > 1:
         listed = ", ".join(f"{c.topics[0]['name']} (id {c.topics[0]['id']})" for c in choices)
         notes.append(f"the names tie between {listed}: the best-scoring path decides")
