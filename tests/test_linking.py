@@ -81,6 +81,29 @@ def test_the_note_names_only_other_names_a_user_might_have_meant():
     ]
 
 
+def test_acronyms_spell_the_initials_of_a_name():
+    idx = index(
+        "John F. Kennedy",
+        "Vice president",
+        "Ku Klux Klan",
+        "United States of America",
+        "Night of Wishes",
+        "Right Now",
+        "Google Now",
+        degrees=[9, 5, 3, 40, 1, 1, 1],
+    )
+    ids, found = take(idx, "who was vice president when jfk was president")
+    assert ids == [["John F. Kennedy"]] and found.rule == "acronym"  # three letters > two words
+    assert take(idx, "who founded the kkk")[0] == [["Ku Klux Klan"]]
+    assert take(idx, "what type of government does the USA have")[0] == [
+        ["United States of America"]
+    ]
+    # mixed case: only a word written in capitals; one case: not a word names use ("now")
+    with pytest.raises(CprError, match="no entity"):
+        take(idx, "what type of government does the usa have in Texas")
+    assert ["Night of Wishes"] not in take(idx, "where is he now")[0]
+
+
 def test_mixed_case_questions_prefer_the_name_written_as_the_question_writes_it():
     idx = index("Ridley Scott", "ridley scott")
     ids, found = take(idx, "which movies did Ridley Scott direct")

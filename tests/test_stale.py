@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cpr_neo4j.errors import Conflict, StaleCalibration
-from cpr_neo4j.graph import fingerprint
+from cpr_neo4j.graph import fingerprint, linking
 from cpr_neo4j.graph.ingest import ingest
 from cpr_neo4j.loaders.base import Dataset
 from cpr_neo4j.loaders.metaqa import load_metaqa
@@ -82,6 +82,17 @@ def test_text_linking_is_recorded_and_named_topics_have_their_own_curves(store, 
         check_linking(old, "x")
     with pytest.raises(Conflict, match="ask without the `entity` field"):
         check_linking(old, "x", HTTP["entity"])
+
+
+def test_a_calibration_made_with_other_linking_rules_is_stale(store, calibrated, monkeypatch):
+    model_id, cal = calibrated
+    node = store.query("MATCH (c:Calibration {id: $id}) RETURN c", {"id": cal.id})[0][0]["c"]
+    assert node["linker"] == linking.LINKER
+    monkeypatch.setattr(linking, "LINKER", "names-v999")  # a later cpr's rules
+    with pytest.raises(StaleCalibration, match="linker names-v3.*names-v999.*cpr calibrate"):
+        ask(store, _question(store), 0.5, dataset=NAME, model_id=model_id)
+    r = ask(store, _question(store), 0.5, dataset=NAME, model_id=model_id, allow_stale=True)
+    assert r.guarantee is None and any("STALE" in n for n in r.notes)
 
 
 def test_gold_linking_calibration_needs_entity(store, calibrated):

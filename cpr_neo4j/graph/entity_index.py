@@ -26,6 +26,8 @@ PAGE = 100_000  # entities per round trip while building
 MAX_CACHED = 4  # indexes kept (datasets x fingerprints); the oldest used goes first
 RARE = 50  # names a word may occur in and still lead to a partial match
 TOO_BIG = "too big"  # cached in place of an index: don't read a huge graph again
+MAX_INITIALS = 5  # the longest acronym looked up ("usa", "nasa", "nato")
+LITTLE = frozenset({"a", "an", "and", "de", "for", "in", "of", "on", "the", "to"})  # acronyms skip
 
 # Words are runs of letters and digits: underscores, apostrophes and other punctuation
 # separate them ("Nathaniel_P._Banks" and "Nathaniel P. Banks" read alike), accents and
@@ -114,6 +116,17 @@ class EntityIndex:
                 self._span[first] = max(self._span.get(first, 0), len(w))
             for word in set(w):
                 by_word.setdefault(word, set()).add(k)
+        # initials of names of two words or more, with and without their little words
+        # ("usa", "usoa": United States of America; "jfk": John F. Kennedy)
+        by_initials: dict[str, set[str]] = {}
+        for k, v in self._by_key.items():
+            w = k.split(" ")
+            if len(w) < 2:
+                continue
+            for letters in {"".join(x[0] for x in w), "".join(x[0] for x in w if x not in LITTLE)}:
+                if 2 <= len(letters) <= MAX_INITIALS:
+                    by_initials.setdefault(letters, set()).update(v)
+        self._by_initials = {k: tuple(sorted(v)) for k, v in by_initials.items()}
         # a word in many names says little about which: only rare ones lead to partial matches
         self._keys_with = {w: tuple(sorted(ks)) for w, ks in by_word.items() if len(ks) <= RARE}
         self.names_with = {w: len(ks) for w, ks in by_word.items()}
@@ -162,6 +175,10 @@ class EntityIndex:
         for w in folded:
             out.update(dict.fromkeys(self._keys_with.get(w, ())))
         return list(out)
+
+    def initials(self, word: str) -> tuple[str, ...]:
+        """Entities whose name's initials spell `word` (folded), by id."""
+        return self._by_initials.get(word, ())
 
     def key_ids(self, key: str) -> tuple[str, ...]:
         return self._by_key.get(key, ())

@@ -10,7 +10,11 @@ Rules, in order (graph/entity_index.py folds case, accents, punctuation and unde
    question. A name inside a longer one found there ("Scott" in "Ridley Scott") is dropped;
    the most words win, then, when the question is written in mixed case, names written
    exactly as the question writes them (`Ridley Scott` over the tag `ridley scott`).
-3. Partial names, only when no whole name is found: names sharing a rare word with the
+   An acronym counts as a whole name of as many words as it has letters: a word that
+   spells the initials of a name ("jfk": John F. Kennedy, "usa": United States of America),
+   written in capitals in a mixed-case question, and in a one-case one only if it has three
+   letters or more and no name or relation of the graph uses it as a word.
+3. Partial names, only when no whole name (or acronym) is found: names sharing a rare word with the
    question ("dumbledore" -> "Professor Albus Dumbledore"), by the share of the name's
    words the question holds (weighted by rarity).
 4. What is still tied (at most MAX_TIED, by degree, then id) goes to the search: the
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index
 from cpr_neo4j.graph.entity_index import EntityIndex
-from cpr_neo4j.graph.name_rules import partial, weak, written_as
+from cpr_neo4j.graph.name_rules import acronyms, partial, weak, written_as
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.text import bracket_mentions
 
@@ -37,7 +41,7 @@ _LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
 FULLTEXT_HITS = 50  # full-text hits checked for whole-word containment (no index only)
 RUNNERS_UP = 0  # readings beyond the tied ones handed to the search too (bench/linking_search.py)
 MAX_TIED = 4  # candidates searched from when the names cannot decide
-LINKER = "names-v2"  # recorded with a text-linked calibration: the rules above
+LINKER = "names-v3"  # recorded with a text-linked calibration: the rules above (v3: acronyms)
 
 
 @dataclass
@@ -195,16 +199,19 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
     # rule 3 only where no whole name is found (or only weak ones): a partial name beating a
     # whole one-word name was wrong more often than right on the dev questions
     part = [] if strong else partial(index, folded)
-    if part:
+    # an acronym counts as the words its letters stand for ("jfk" as three)
+    acro = acronyms(index, text, toks, found)
+    if part and not acro:
         others = _ids(index, found)
         noted = _worth_noting(index, text, toks, found, part)
         return _linking(index, toks, part, "partial name", others, field_name, noted=noted)
     kept = strong or kept
-    if not kept:
+    if not kept and not acro:
         raise _not_found(field_name)
-    most = max(e - s for s, e, _ in kept)
+    most = max([e - s for s, e, _ in kept] + [n for *_, n in acro])
     best = [(s, e, i) for s, e, ids in kept if e - s == most for i in ids]
-    rule = "whole name"
+    best += [(s, e, i) for s, e, i, n in acro if n == most]
+    rule = "whole name" if best[0][2] in {i for *_, ids in kept for i in ids} else "acronym"
     if text != text.lower() and len({i for _, _, i in best}) > 1:
         exact = [b for b in best if written_as(index, text, toks, b)]
         if exact and len(exact) < len(best):

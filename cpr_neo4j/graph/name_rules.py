@@ -58,3 +58,27 @@ def partial(index: EntityIndex, folded: list[str]) -> list[tuple[int, int, str]]
         return []
     top = max(s[0] for s in scored)
     return [(s, e, i) for sc, key, s, e in scored if sc == top for i in index.key_ids(key)]
+
+
+def acronyms(index: EntityIndex, text: str, toks, found=()) -> list[tuple[int, int, str, int]]:
+    """(word, word + 1, entity, letters) for each question word that spells the initials of
+    a name: written in capitals in a mixed-case question ("JFK"), in a one-case question
+    only a word of three letters or more that no name or relation of the graph uses ("lbj";
+    "go", "now" and "ca" spell too much), and never a word of a name found whole ("mph" in
+    "10 MPH", "JFK" the film). Per word, the entities with the most edges among those it
+    could spell (within half of the best: a weak prior; the search decides the rest)."""
+    cased = text not in (text.lower(), text.upper())
+    out = []
+    for p, (w, start, end) in enumerate(toks):
+        if not (2 <= len(w) <= entity_index.MAX_INITIALS and w.isalpha()) or w in STOPWORDS:
+            continue
+        if cased and not text[start:end].isupper():
+            continue
+        if not cased and (len(w) < 3 or w in index.names_with or weak(index, [w])):
+            continue
+        ids = index.initials(w)
+        if not ids or any(s <= p < e for s, e, _ in found):
+            continue
+        top = max(index.degree.get(i, 0) for i in ids)
+        out += [(p, p + 1, i, len(w)) for i in ids if 2 * index.degree.get(i, 0) >= top]
+    return out

@@ -18,7 +18,7 @@ from cpr_neo4j.conformal.guarantee import (
     serving,
 )
 from cpr_neo4j.errors import Conflict, CprError, StaleCalibration
-from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph import fingerprint, linking, records
 from cpr_neo4j.graph.fingerprint import stale_reason
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import scorer_for
@@ -176,7 +176,7 @@ def open_session(
     check_settings(cal, wanted)
     check_scope(cal)  # a new question has no subgraph of its own
     graph = fingerprint.current(store, dataset, cal.get("graph_now"))
-    stale = stale_reason(cal.get("graph_fingerprint"), graph)
+    stale = stale_reason(cal.get("graph_fingerprint"), graph) or linker_changed(cal)
     if stale and not allow_stale:
         raise StaleCalibration(
             f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
@@ -211,6 +211,21 @@ def open_session(
         graph=graph,
         fields=fields,
         named=named,
+    )
+
+
+def linker_changed(cal: dict) -> str | None:
+    """Why a text-linked calibration no longer describes how this cpr links questions (its
+    rules changed since: graph/linking.py LINKER), or None. A calibration of a dataset too
+    big for the entity index ("fulltext-..." linking) is compared by the graph alone."""
+    made_with = cal.get("linker") or ""
+    if cal.get("linking") != TEXT or not made_with.startswith("names-"):
+        return None
+    if made_with == linking.LINKER:
+        return None
+    return (
+        f"the calibration linked its questions with the linker {made_with}, and this version "
+        f"of cpr links them with {linking.LINKER}"
     )
 
 
