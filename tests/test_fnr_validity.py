@@ -200,3 +200,4 @@ def test_an_alpha_below_answer_recall_is_refused(store, flat, two_hop):
     finally:
         env.undo()
     print(f"cpr ask --risk fnr --alpha {alpha:.4f}: {info.value}")
+    assert "of 'metaqa'" in str(info.value)  # which dataset answered: --dataset may be left out

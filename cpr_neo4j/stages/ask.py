@@ -197,7 +197,8 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
     if not th.attainable:
         if not session.all_candidates:
             raise Unattainable(
-                f"alpha={req.alpha:g} cannot be honoured by calibration {cal['id']}: "
+                f"alpha={req.alpha:g} cannot be honoured by calibration {cal['id']} of "
+                f"{session.dataset!r}: "
                 f"{th.why}; ask with a larger {session.fields['alpha']}, or set "
                 f"{session.fields['all_candidates']} for every "
                 "candidate without a guarantee"
