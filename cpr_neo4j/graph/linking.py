@@ -14,9 +14,9 @@ Rules, in order (graph/entity_index.py folds case, accents, punctuation and unde
    spells the initials of a name ("jfk": John F. Kennedy, "usa": United States of America),
    written in capitals in a mixed-case question, and in a one-case one only if it has three
    letters or more and no name or relation of the graph uses it as a word.
-3. Partial names, only when no whole name (or acronym) is found: names sharing a rare word with the
-   question ("dumbledore" -> "Professor Albus Dumbledore"), by the share of the name's
-   words the question holds (weighted by rarity).
+3. Partial names, only when no whole name (or acronym) is found: names sharing a rare
+   word with the question ("dumbledore" -> "Professor Albus Dumbledore"), by the share of
+   the name's words the question holds (weighted by rarity).
 4. What is still tied (at most MAX_TIED, by degree, then id) goes to the search: the
    caller runs TreeG from each and takes the one whose best path scores best
    (stages/linked.py); a choice made that way is recorded as such.
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index
 from cpr_neo4j.graph.entity_index import EntityIndex
-from cpr_neo4j.graph.name_rules import acronyms, partial, weak, written_as
+from cpr_neo4j.graph.name_rules import acronyms, mixed_case, partial, weak, written_as
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.text import bracket_mentions
 
@@ -198,13 +198,12 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
     strong = [(s, e, ids) for s, e, ids in kept if not weak(index, folded[s:e])]
     # rule 3 only where no whole name is found (or only weak ones): a partial name beating a
     # whole one-word name was wrong more often than right on the dev questions
-    part = [] if strong else partial(index, folded)
     # an acronym counts as the words its letters stand for ("jfk" as three)
     acro = acronyms(index, text, toks, found)
-    if part and not acro:
-        others = _ids(index, found)
+    part = [] if strong or acro else partial(index, folded)
+    if part:
         noted = _worth_noting(index, text, toks, found, part)
-        return _linking(index, toks, part, "partial name", others, field_name, noted=noted)
+        return _linking(index, toks, part, "partial name", _ids(index, found), noted, field_name)
     kept = strong or kept
     if not kept and not acro:
         raise _not_found(field_name)
@@ -226,7 +225,7 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
             key=lambda m: (-(m[1] - m[0]), -index.degree.get(m[2], 0), m[2]),
         )
         extra = (rest + [p for p in partial(index, folded) if p[2] not in taken])[:RUNNERS_UP]
-    return _linking(index, toks, best, rule, others, field_name, extra, noted)
+    return _linking(index, toks, best, rule, others, noted, field_name, extra)
 
 
 def _ids(index: EntityIndex, found) -> list[dict]:
@@ -240,7 +239,7 @@ def _worth_noting(index: EntityIndex, text: str, toks, found, taken) -> list[dic
     one are words, not titles), of two words or more in a one-case question."""
     spans = [(s, e) for s, e, _ in taken]
     ids = {i for _, _, i in taken}
-    cased = text not in (text.lower(), text.upper())
+    cased = mixed_case(text)
 
     def named(s: int, e: int) -> bool:
         return text[toks[s][1]].isupper() if cased else e - s > 1
@@ -257,8 +256,9 @@ def _worth_noting(index: EntityIndex, text: str, toks, found, taken) -> list[dic
     return [index._entity(i) for i in dict.fromkeys(keep)]
 
 
-def _linking(index, toks, best, rule, others, field_name, extra=(), noted=None) -> Linking:
-    """Tied candidates in a fixed order (degree first: a weak prior), at most MAX_TIED."""
+def _linking(index, toks, best, rule, others, noted, field_name, extra=()) -> Linking:
+    """Tied candidates in a fixed order (degree first: a weak prior), at most MAX_TIED;
+    `others`: every other name found (the record), `noted`: those the note names."""
     by_id: dict[str, tuple[int, int]] = {}
     for s, e, i in best:
         by_id.setdefault(i, (s, e))
@@ -274,7 +274,7 @@ def _linking(index, toks, best, rule, others, field_name, extra=(), noted=None) 
         )
         for i in order[:MAX_TIED]
     ]
-    notes = _also(others if noted is None else noted, field_name)
+    notes = _also(noted, field_name)
     if len(choices) > 1:
         listed = ", ".join(f"{c.topics[0]['name']} (id {c.topics[0]['id']})" for c in choices)
         notes.append(f"the names tie between {listed}: the best-scoring path decides")

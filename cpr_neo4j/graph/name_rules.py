@@ -60,6 +60,11 @@ def partial(index: EntityIndex, folded: list[str]) -> list[tuple[int, int, str]]
     return [(s, e, i) for sc, key, s, e in scored if sc == top for i in index.key_ids(key)]
 
 
+def mixed_case(text: str) -> bool:
+    """Written in both cases: then case says which words are names ("JFK", "Fall")."""
+    return text not in (text.lower(), text.upper())
+
+
 def acronyms(index: EntityIndex, text: str, toks, found=()) -> list[tuple[int, int, str, int]]:
     """(word, word + 1, entity, letters) for each question word that spells the initials of
     a name: written in capitals in a mixed-case question ("JFK"), in a one-case question
@@ -67,7 +72,7 @@ def acronyms(index: EntityIndex, text: str, toks, found=()) -> list[tuple[int, i
     "go", "now" and "ca" spell too much), and never a word of a name found whole ("mph" in
     "10 MPH", "JFK" the film). Per word, the entities with the most edges among those it
     could spell (within half of the best: a weak prior; the search decides the rest)."""
-    cased = text not in (text.lower(), text.upper())
+    cased = mixed_case(text)
     out = []
     for p, (w, start, end) in enumerate(toks):
         if not (2 <= len(w) <= entity_index.MAX_INITIALS and w.isalpha()) or w in STOPWORDS:
