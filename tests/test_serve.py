@@ -113,6 +113,54 @@ def test_concurrent_asks_match_sequential_ones(client, asked):
         assert r.json()["answers"] == alone[q]
 
 
+def test_a_held_calibration_serves_only_while_the_dataset_is_unchanged(
+    client, asked, store, monkeypatch
+):
+    """The server holds the calibration a request was served by and does not read it again
+    (one round trip less per ask); the :Ask write checks it is still current. After a newer
+    calibration the next request is answered under the new one, one :Ask written; after an
+    ingest (a new fingerprint) it is refused as stale, nothing written."""
+
+    def run(text: str, **params) -> list:
+        return store.query(text, params, write=True)[0]
+
+    def count() -> int:
+        return run("MATCH (a:Ask {question: $q}) RETURN count(a) AS n", q=OTHER)[0]["n"]
+
+    cal = records.latest_calibration(store, "metaqa", hops_filter=2)
+    first = ask(client, asked, question=OTHER)
+    assert first.status_code == 200, first.text
+    reads, read = [], records.latest_calibration
+    monkeypatch.setattr(records, "latest_calibration", lambda *a: reads.append(a) or read(*a))
+    assert ask(client, asked, question=OTHER).json()["answers"] == first.json()["answers"]
+    assert not reads, "the held calibration was read again"
+    n0 = count()
+    old = run(
+        "MATCH (c:Calibration {id: $id}) WITH c, c.created AS old "
+        "SET c.created = old + '-newer' RETURN old",
+        id=cal["id"],
+    )[0]["old"]
+    try:
+        again = ask(client, asked, question=OTHER)
+        assert again.status_code == 200, again.text
+        assert again.json()["answers"] == first.json()["answers"]
+        assert count() == n0 + 1, "one :Ask per request"
+        fp = run(
+            "MATCH (d:Dataset {name: 'metaqa'}) WITH d, d.fingerprint AS fp "
+            "SET d.fingerprint = 'g0-changed' RETURN fp"
+        )[0]["fp"]
+        try:
+            stale = ask(client, asked, question=OTHER)
+            assert stale.status_code == 409 and "no longer fits" in stale.json()["detail"]
+            assert count() == n0 + 1, "a stale request's :Ask was written"
+        finally:
+            run("MATCH (d:Dataset {name: 'metaqa'}) SET d.fingerprint = $fp", fp=fp)
+    finally:
+        run("MATCH (c:Calibration {id: $id}) SET c.created = $old", id=cal["id"], old=old)
+    back = ask(client, asked, question=OTHER)
+    assert back.status_code == 200 and back.json()["answers"] == first.json()["answers"]
+
+
 def test_neighbour_rows_are_cached_across_requests(client, asked):
     """Hubs are fetched from Neo4j once per server, not per request: asking again costs
     no round trip, and gives the same answers."""

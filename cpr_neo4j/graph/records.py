@@ -151,7 +151,8 @@ def latest_calibration(
             if len(_CALIBRATIONS) >= MAX_CACHED_CALIBRATIONS:
                 _CALIBRATIONS.clear()
             _CALIBRATIONS[row["key"]] = node
-            return {**node, "model": row["model"], "graph_now": row["graph_now"]}
+            now = {"graph_now": row["graph_now"], "newest": row["newest"]}
+            return {**node, "model": row["model"], **now}
     raise AssertionError("unreachable: the second read sends the node")
 
 
@@ -173,12 +174,14 @@ def default_dataset(store: GraphStore, model_id: str | None = None) -> str | Non
     return calibrated[0] if calibrated else None
 
 
-def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> None:
+def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> set[str]:
     """Write (:Ask) records in ONE transaction (cypher/create_ask.cypher): `cpr serve` writes
     the asks of concurrent requests together, one commit for all. Each ask is
     {id, dataset, props, topics: [ids], answers: [{id, rank, cost, path, nodes, rels,
     forward}]}; nodes are the entity ids of the answer's best path (topic first), rels and
-    forward each hop's type and way (None for answers past the recorded paths)."""
+    forward each hop's type and way (None for answers past the recorded paths). An ask with
+    "expect" ({graph_now, newest}: what its cached calibration was read with) is written only
+    while its dataset still has them; returns the ids of those not written."""
     rows = [
         {
             "id": a["id"],
@@ -187,10 +190,12 @@ def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> None:
             "topics": list(a["topics"]),
             "answers": list(a["answers"]),
             "path_entities": sorted({e for x in a["answers"] for e in x.get("nodes") or ()}),
+            "expect": a.get("expect"),
         }
         for a in asks
     ]
-    store.write("create_ask", asks=rows)
+    found = store.write_rows("create_ask", asks=rows)
+    return set(found[0]["stale"]) if found else set()
 
 
 def ask_record(store: GraphStore, ask_id: str) -> dict | None:

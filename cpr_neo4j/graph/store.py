@@ -128,6 +128,10 @@ class GraphStore:
         """Run a named write statement; returns its summary counters."""
         return self.query(statement(name), params, write=True)[1].counters
 
+    def write_rows(self, name: str, /, **params: Any) -> list:
+        """Records a named write statement returns (what it did not write, say)."""
+        return self.query(statement(name), params, write=True)[0]
+
     def write_batches(
         self, text: str, rows: Iterable[dict], batch_size: int, extra: dict[str, Any] | None = None
     ) -> Iterator[tuple[int, Any]]:

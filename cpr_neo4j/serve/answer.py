@@ -35,6 +35,10 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
         if is_unavailable(exc):
             raise
         raise Conflict(str(exc)) from exc
+    return dataset, cal
+
+
+def check_request(req: AskRequest, cal: dict) -> None:
     asked = {"beam_width": req.beam_width, "active": req.active}
     diff = [
         f"{k} {v} (calibrated with {cal.get(k)})"
@@ -43,7 +47,56 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
     ]
     if diff:
         raise Conflict("the calibration does not match this request: " + "; ".join(diff))
-    return dataset, cal
+
+
+class CalibrationMoved(Exception):
+    """A request answered under a cached calibration found, when writing its :Ask, that the
+    dataset was ingested or calibrated since: nothing was written; it is answered again."""
+
+
+def token(cal: dict) -> tuple:
+    """What a cached calibration was read with: its key and the dataset's state then."""
+    return cal["id"], cal.get("created"), cal.get("graph_now"), cal.get("newest")
+
+
+class CalibrationCache:
+    """The calibration that last served each (store, dataset, model, hops) request, so that
+    a request does not read it from Neo4j first (a round trip of every ask). Safe because
+    such a request's :Ask is written only while its dataset's fingerprint and newest
+    calibration are still those the entry was read with (cypher/create_ask.cypher); if
+    not, nothing is written and the request is answered again from a fresh read. An error
+    answered under an entry is given only after a fresh read confirms the entry."""
+
+    def __init__(self) -> None:
+        self._cals: dict[tuple, tuple[str, dict]] = {}
+
+    def answer(self, store: GraphStore, req: AskRequest, run: Callable) -> AskResponse:
+        """run(dataset, cal, expect) answers the request; expect: None or what its :Ask
+        write must still find. Requests without a dataset read every time (the default
+        dataset is the newest calibrated one of any)."""
+        key = (id(store), req.dataset, req.model, req.hops)
+        held = self._cals.get(key) if req.dataset else None
+        if held is not None:
+            dataset, cal = held
+            try:
+                return run(
+                    dataset, cal, {"graph_now": cal.get("graph_now"), "newest": cal.get("newest")}
+                )
+            except CalibrationMoved:
+                pass
+            except CprError as exc:
+                if is_unavailable(exc) or token(calibration_for(store, req)[1]) == token(cal):
+                    raise
+            self._cals.pop(key, None)
+        dataset, cal = calibration_for(store, req)
+        if req.dataset and cal.get("newest") is not None:
+            if len(self._cals) >= MAX_CACHED:
+                self._cals.clear()
+            self._cals[key] = (dataset, cal)
+        return run(dataset, cal, None)
+
+
+MAX_CACHED = 256
 
 
 class AskWriter:
@@ -53,17 +106,24 @@ class AskWriter:
     def __init__(self) -> None:
         self._calls: Coalescer[tuple[GraphStore, dict], None] = Coalescer(self._write)
 
-    def saver(self, store: GraphStore) -> Callable[[dict], None]:
-        return lambda record: self._calls.submit((store, record))
+    def saver(self, store: GraphStore, expect: dict | None = None) -> Callable[[dict], None]:
+        """expect: what the record's dataset must still have (CalibrationCache)."""
+
+        def save(record: dict) -> None:
+            if not self._calls.submit((store, {**record, "expect": expect})):
+                raise CalibrationMoved(record["id"])
+
+        return save
 
     @staticmethod
-    def _write(items: list[tuple[GraphStore, dict]]) -> list[None]:
+    def _write(items: list[tuple[GraphStore, dict]]) -> list[bool]:
         by_store: dict[int, tuple[GraphStore, list[dict]]] = {}
         for store, record in items:
             by_store.setdefault(id(store), (store, []))[1].append(record)
+        stale = set()
         for store, batch in by_store.values():
-            records.save_asks(store, batch)
-        return [None] * len(items)
+            stale |= records.save_asks(store, batch)
+        return [record["id"] not in stale for _, record in items]
 
 
 def answer(
@@ -73,9 +133,32 @@ def answer(
     hints: HintProvider | None = None,
     writer: AskWriter | None = None,
     batcher: SearchBatcher | None = None,
+    cache: CalibrationCache | None = None,
 ) -> AskResponse:
-    """One request; with `batcher`, its search runs in a batch with concurrent requests'."""
-    dataset, cal = calibration_for(store, req)
+    """One request; with `batcher`, its search runs in a batch with concurrent requests';
+    with `cache` (and `writer`, which checks its entries), the calibration held from an
+    earlier request serves it."""
+
+    def run(dataset: str, cal: dict, expect: dict | None) -> AskResponse:
+        return _answer(store, pool, req, hints, writer, batcher, dataset, cal, expect)
+
+    if cache is None or writer is None:
+        return run(*calibration_for(store, req), None)
+    return cache.answer(store, req, run)
+
+
+def _answer(
+    store: GraphStore,
+    pool: ScorerPool,
+    req: AskRequest,
+    hints: HintProvider | None,
+    writer: AskWriter | None,
+    batcher: SearchBatcher | None,
+    dataset: str,
+    cal: dict,
+    expect: dict | None,
+) -> AskResponse:
+    check_request(req, cal)
     with pool.lease(cal["model"]):  # open_session builds its retriever with a scorer
         session = open_session(
             store,
@@ -97,7 +180,7 @@ def answer(
             effective=req.effective_scores or None,
         )
         if writer is not None:
-            session.save = writer.saver(store)
+            session.save = writer.saver(store, expect)
         if batcher is None:
             r = answer_one(session, req.question, req.entity)
     if batcher is not None:

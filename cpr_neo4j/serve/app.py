@@ -20,7 +20,7 @@ from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index, fingerprint, records
 from cpr_neo4j.search.hints import HintProvider
-from cpr_neo4j.serve.answer import AskWriter, answer, classify
+from cpr_neo4j.serve.answer import AskWriter, CalibrationCache, answer, classify
 from cpr_neo4j.serve.auth import bearer_check
 from cpr_neo4j.serve.batch import SearchBatcher
 from cpr_neo4j.serve.cache import ScorerPool
@@ -158,6 +158,7 @@ def create_app(
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
     writer = AskWriter()
+    cals = CalibrationCache()  # checked by every :Ask write (serve/answer.py)
     batcher = SearchBatcher(pool, preload) if batch_searches else None
 
     @asynccontextmanager
@@ -206,7 +207,7 @@ def create_app(
     )
     def ask(req: AskRequest) -> AskResponse:
         """Answer one question: a conformal answer set with each answer's best path."""
-        return answer(holder.get(), pool, req, hints, writer, batcher)
+        return answer(holder.get(), pool, req, hints, writer, batcher, cals)
 
     @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 413, 422, 503))
     def ask_batch(batch: BatchRequest) -> BatchResponse:
@@ -216,7 +217,7 @@ def create_app(
 
         def one(req: AskRequest) -> BatchItem:
             try:
-                return BatchItem(result=answer(store, pool, req, hints, writer, batcher))
+                return BatchItem(result=answer(store, pool, req, hints, writer, batcher, cals))
             except Exception as exc:
                 body = classify(exc)
                 if body is None or body.status == 503:
