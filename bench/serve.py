@@ -196,9 +196,11 @@ def bench_server(
     label: str = "",
     workers: int | None = 1,
     tree: Path | None = None,
+    sets: dict | None = None,
 ) -> tuple[float, float]:
     """Print and return (p50 ms, questions/s) of `cpr serve` under concurrent clients;
-    solo: hop count -> the questions one lone client asks after."""
+    solo: hop count -> the questions one lone client asks after; sets: filled with each
+    timed question's answer set (`answer_set`)."""
     port = free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
     began = time.perf_counter()
@@ -226,6 +228,8 @@ def bench_server(
         proc.wait(timeout=30)
     ok = [body for status, body in responses if status == 200]
     ask_ids += [body["ask_id"] for body in ok]
+    if sets is not None:
+        sets.update((b["question"], answer_set(b)) for b in ok)
     failed = dict(Counter(status for status, _ in responses if status != 200))
     qps = len(ok) / wall  # answered questions: an error is quick and answers nothing
     p50, p99 = float(np.percentile(lat, 50)), float(np.percentile(lat, 99))
@@ -266,6 +270,13 @@ def bench_server(
                 f"{np.percentile(lats, 50):.0f} ms, p99 {np.percentile(lats, 99):.0f} ms"
             )
     return p50, qps
+
+
+def answer_set(body: dict) -> tuple:
+    """What two servers must agree on: the threshold, each answer with its score and path,
+    and the best answer outside an empty set."""
+    shown = body["answers"] + ([body["best_outside"]] if body.get("best_outside") else [])
+    return body["tau"], tuple((a["id"], a["score"], a["path"]) for a in shown)
 
 
 def fault_run(args: argparse.Namespace, bodies: list[dict], ask_ids: list[str]) -> None:
@@ -430,14 +441,22 @@ def main() -> None:
             warm = [body(q, as_hops) for q in warmup]
             solo = {h: [body(q, as_hops) for q in part] for h, part in alone.items()}
             if args.before:  # the other checkout first, then this one: the same run
+                old_sets: dict = {}
+                new_sets: dict = {}
                 before = bench_server(args, bodies, warm, solo, ask_ids, label=label,
-                                      workers=None, tree=args.before)  # fmt: skip
+                                      workers=None, tree=args.before, sets=old_sets)  # fmt: skip
                 p50_d, qps_d = bench_server(
-                    args, bodies, warm, solo, ask_ids, label=label, workers=None
+                    args, bodies, warm, solo, ask_ids, label=label, workers=None, sets=new_sets
                 )
                 print(
                     f"  ratio, this checkout's defaults against {args.before}'s: "
                     f"{qps_d / before[1]:.2f}x the questions/s, p50 {before[0] / p50_d:.2f}x lower"
+                )
+                both = old_sets.keys() & new_sets.keys()
+                same = sum(old_sets[q] == new_sets[q] for q in both)
+                print(
+                    f"  answer sets (tau, answers, scores, paths) identical for {same} of "
+                    f"{len(both)} questions both answered"
                 )
             p50, qps = bench_server(args, bodies, warm, solo, ask_ids, label=label)
             first = first or (p50, qps)

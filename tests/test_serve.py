@@ -586,3 +586,24 @@ def test_a_database_still_starting_is_503_not_500():
     code = "Neo.TransientError.Transaction.Outdated"
     other = TransientError._hydrate_neo4j(code=code, message="x")
     assert classify(other).status == 500
+
+
+def test_the_pools_scorers_share_path_embeddings():
+    """Each scorer of a pool keeps a path table of its own (cache=False); the shared
+    encoder still caches the texts, so a relation path is embedded once per process, not
+    once per scorer that meets it."""
+    import numpy as np
+
+    from cpr_neo4j.model.encoder import TextEncoder
+    from cpr_neo4j.serve.cache import LockedEncoder
+
+    inner = TextEncoder()
+    embedded: list[list[str]] = []
+    embed = inner._embedder.embed
+    inner._embedder.embed = lambda texts: embedded.append(list(texts)) or embed(texts)
+    shared = LockedEncoder(inner)
+    text = "a relation path text no calibration embedded then another 7f3a"
+    first = shared.encode([text], cache=False)  # one scorer's table
+    again = shared.encode([text], cache=False)  # another scorer's
+    assert embedded == [[text]]
+    assert np.array_equal(first, again) and first.shape == (1, 384)

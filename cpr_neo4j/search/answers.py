@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from cpr_neo4j.search.candidates import name_all
+
 
 @dataclass(frozen=True)
 class AnswerColumns:
@@ -32,6 +34,7 @@ class AnswerColumns:
     cost: np.ndarray  # float64, ascending
     length: np.ndarray  # int8, hop count of the best sequence
     surprisal: np.ndarray  # float64 >= 0: -log P(answer); zeros when no temperature given
+    nodes: np.ndarray | None = None  # each answer's node id (node columns), for its witness
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -90,18 +93,20 @@ def answer_columns(
     surprisal = np.maximum(surprisal, 0.0) if temperature else np.zeros(len(starts))
     ukeys, ucost, ulen = keys[first], costs[first], lengths[first]
     ids = _names(retrieval, cands, ukeys)
-    note = getattr(retrieval, "note_nodes", None)
-    if note is not None and len(ukeys) and ukeys[0] >= 0:  # node columns (sorted: all >= 0)
-        note(ids, ukeys.tolist())
     if not topics_are_answers:
         topics = set(retrieval.topics)
-        drop = [i for i, e in enumerate(ids) if e in topics]  # a few at most
+        hit = topics.intersection(ids)  # none unless topic ends were kept: a few at most
+        drop = [i for i, e in enumerate(ids) if e in hit] if hit else []
         if drop:
             for i in reversed(drop):
                 del ids[i]
-            ucost, ulen, surprisal = (np.delete(a, drop) for a in (ucost, ulen, surprisal))
+            ucost, ulen, surprisal, ukeys = (
+                np.delete(a, drop) for a in (ucost, ulen, surprisal, ukeys)
+            )
     rank = rank_by_cost_then_id(ucost, ids)
-    return AnswerColumns([ids[i] for i in rank], ucost[rank], ulen[rank], surprisal[rank])
+    nodes = ukeys[rank] if len(ukeys) and ukeys[0] >= 0 else None  # node columns: all >= 0
+    ranked = list(map(ids.__getitem__, rank.tolist()))
+    return AnswerColumns(ranked, ucost[rank], ulen[rank], surprisal[rank], nodes)
 
 
 def rank_by_cost_then_id(costs: np.ndarray, ids: list[str]) -> np.ndarray:
@@ -145,14 +150,7 @@ def _names(retrieval: Any, cands: list, keys: np.ndarray) -> list[str]:
     if not ks or ks[0] < 0:  # dict ends (sorted keys: a node column has none below 0)
         names = getattr(cands[0].ends, "names", None)
         return [_IDS[-1 - k] if k < 0 else names[k] for k in ks]
-    names = cands[0].ends.names
-    maps = getattr(names, "maps", None) or [names]  # a ChainMap: look up in C, map by map
-    found = list(map(maps[-1].get, ks))
-    for m in reversed(maps[:-1]):
-        found = list(map(m.get, ks, found))  # the first map holding the key wins
-    if None in found:
-        raise KeyError(ks[found.index(None)])
-    return found
+    return name_all(cands[0].ends.names, ks)
 
 
 def sequence_hits(retrieval: Any, gold: set[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -76,14 +76,13 @@ class Retrieval:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _node_of: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # every candidate's end nodes stacked, with the candidate each row belongs to
+    _stack: tuple[np.ndarray, np.ndarray] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def candidates(self) -> list[Candidate]:
         return [c for hop in self.per_hop for c in hop]
-
-    def note_nodes(self, ids: list[str], nodes: list[int]) -> None:
-        """Remember end entities' node ids (from answer columns), so `witness` finds the
-        candidates reaching one by node column rather than by naming every end."""
-        self._node_of.update(zip(ids, nodes, strict=True))
 
     def answer_costs(self) -> dict[str, float]:
         """Entity -> min cost over candidates ending there (topics only with topic_answers)."""
@@ -119,7 +118,7 @@ class Retrieval:
             best = self.answer_costs()
             return list(best), np.fromiter(best.values(), float, len(best))
         nodes, costs = _best_by_node(cands)
-        ids = _name_all(cands[0].ends.names, nodes.tolist())  # type: ignore[attr-defined]
+        ids = name_all(cands[0].ends.names, nodes.tolist())  # type: ignore[attr-defined]
         topics = self._banned()
         keep = ~np.fromiter(map(topics.__contains__, ids), bool, len(ids))
         if keep.all():
@@ -141,24 +140,31 @@ class Retrieval:
         """Per hop, cost of each retained sequence (what hop-level calibration thresholds)."""
         return [{c.path: c.cost for c in hop} for hop in self.per_hop]
 
-    def witness(self, entity: str) -> tuple[RelPath, list[str], float]:
-        """Best candidate reaching `entity`: (relation path, entity ids e0..eL, cost)."""
+    def witness(self, entity: str, node: int | None = None) -> tuple[RelPath, list[str], float]:
+        """Best candidate reaching `entity`: (relation path, entity ids e0..eL, cost).
+        node: its node id when the caller has it (answer columns), else looked up."""
         cands = self.candidates()
-        node = self._node_of.get(entity) if cands and isinstance(cands[0].ends, Ends) else None
+        columns = bool(cands) and isinstance(cands[0].ends, Ends)
+        node = (self._node_of.get(entity) if node is None else node) if columns else None
         if node is not None:
-            reaching = [c for c in cands if (c.ends.nodes == node).any()]  # type: ignore[attr-defined]
+            if self._stack is None:  # the same candidates on every call: stacked once
+                ends = [c.ends.nodes for c in cands]  # type: ignore[attr-defined]
+                owner = np.repeat(np.arange(len(ends)), [len(e) for e in ends])
+                self._stack = (np.concatenate(ends), owner)
+            stacked, owner = self._stack
+            reaching = [cands[i] for i in np.unique(owner[stacked == node]).tolist()]
         else:
             reaching = [c for c in cands if entity in c.ends]
         if not reaching:
             raise KeyError(f"entity {entity!r} is not reached by any candidate path")
         best = min(reaching, key=lambda c: (c.cost, len(c.path), c.path))
-        return best.path, self.chain(best, entity), best.cost
+        return best.path, self.chain(best, entity, node), best.cost
 
-    def chain(self, candidate: Candidate, entity: str) -> list[str]:
+    def chain(self, candidate: Candidate, entity: str, node: int | None = None) -> list[str]:
         """Entity ids e0..eL of `candidate`'s recorded path to `entity` (one of its ends)."""
         if not self._index:
             self._index.update((c.path, c) for c in self.candidates())
-        node = self._node_of.get(entity)
+        node = self._node_of.get(entity) if node is None else node
         if node is not None and isinstance(candidate.ends, Ends):
             nodes = [node]
             for t in range(len(candidate.path), 0, -1):
@@ -172,7 +178,7 @@ class Retrieval:
         return chain[::-1]
 
 
-def _name_all(names: Mapping[int, str], nodes: list[int]) -> list[str]:
+def name_all(names: Mapping[int, str], nodes: list[int]) -> list[str]:
     """names[n] for every node, map by map at C speed (a ChainMap looks up in Python; with
     a shared cache its first map names them all)."""
     maps = names.maps if isinstance(names, ChainMap) else [names]

@@ -36,22 +36,26 @@ class LockedEncoder:
     def __init__(self, inner: TextEncoder, max_cached: int = MAX_CACHED_TEXTS):
         self._inner = inner
         self._max_cached = max_cached
-        self._calls: Coalescer[tuple[list[str], bool], np.ndarray] = Coalescer(self._run)
+        self._calls: Coalescer[list[str], np.ndarray] = Coalescer(self._run)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
-        return self._calls.submit((list(texts), cache))
+        """TextEncoder.encode; every text is cached (see _run), whatever `cache` says."""
+        return self._calls.submit(list(texts))
 
-    def _run(self, calls: list[tuple[list[str], bool]]) -> list[np.ndarray]:
+    def _run(self, calls: list[list[str]]) -> list[np.ndarray]:
         cached = getattr(self._inner, "_cache", None)
         if cached is not None and len(cached) > self._max_cached:
             cached.clear()
-        texts = list(dict.fromkeys(t for ts, _ in calls for t in ts))
-        vectors = self._inner.encode(texts, cache=any(c for _, c in calls))
+        texts = list(dict.fromkeys(t for ts in calls for t in ts))
+        # Cached even when the caller keeps its own table (a scorer's paths, cache=False):
+        # each scorer of the pool has a table of its own, and without the shared cache
+        # every one of them embedded the same relation paths again (~5 ms a call).
+        vectors = self._inner.encode(texts)
         row = {t: i for i, t in enumerate(texts)}
-        return [vectors[[row[t] for t in ts]] for ts, _ in calls]
+        return [vectors[[row[t] for t in ts]] for ts in calls]
 
 
 class ScorerPool:

@@ -214,7 +214,8 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
 
     def answer_at(rank: int, k: int) -> Answer:
         entity = cols.ids[k]
-        relpaths[entity], chain, _ = retrieval.witness(entity)
+        node = None if cols.nodes is None else int(cols.nodes[k])
+        relpaths[entity], chain, _ = retrieval.witness(entity, node)
         return Answer(entity, entity, rank, float(scores[k]), "", chain)
 
     kept = order[inside[order]].tolist()
