@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours, graph_nodes
@@ -62,3 +63,38 @@ def test_an_unknown_id_is_absent_without_a_query(preloaded):
 
 def test_a_graph_over_the_limit_is_not_read_whole(store, metaqa):
     assert graph_nodes(store, "metaqa", 1000) is None
+
+
+def test_the_id_rank_orders_as_ids_and_changes_no_retrieval(store, preloaded):
+    """A complete cache ranks node ids by entity id once (frontier.Adjacency.rank); TreeG
+    and the answer columns then sort numbers, not ids: the same candidates, predecessors and
+    answer order as over the per-question queries, which sort the ids. Costs that tie on
+    every sequence of a length (HashScorer(ties=True)) leave every choice to that order."""
+    from cpr_neo4j.graph import records
+    from cpr_neo4j.search.answers import answer_columns
+    from cpr_neo4j.search.treeg import retrieve
+    from tests.test_treeg_speed import HashScorer
+
+    whole, nodes = preloaded
+    sample = np.array(random.Random(1).sample(sorted(nodes), 3000), dtype=np.int64)
+    by_rank = sample[np.argsort(whole.id_rank(sample))]
+    assert [whole._id[n] for n in by_rank.tolist()] == sorted(whole._id[n] for n in sample.tolist())
+    assert whole.adjacency([], sample[:5].tolist(), True).rank is not None
+
+    questions = [q for h in (1, 2, 3) for q in records.questions(store, "metaqa", "test", h)[:6]]
+    ranked = 0
+    for ties in (True, False):
+        scorer = HashScorer(ties)
+        for q in questions:
+            cached = retrieve(whole.copy(), scorer, q.text, q.topics, 3, 8, 16)
+            direct = retrieve(
+                Neo4jNeighbours(store, "metaqa", CAP), scorer, q.text, q.topics, 3, 8, 16
+            )
+            assert cached.id_rank is not None and direct.id_rank is None
+            for a, b in zip(cached.candidates(), direct.candidates(), strict=True):
+                assert (a.path, a.cost, dict(a.ends)) == (b.path, b.cost, dict(b.ends))
+            got, want = answer_columns(cached, 0.5), answer_columns(direct, 0.5)
+            assert got.ids == want.ids and np.array_equal(got.surprisal, want.surprisal)
+            assert np.array_equal(got.nodes, want.nodes)
+            ranked += len(got)
+    assert ranked > 1000

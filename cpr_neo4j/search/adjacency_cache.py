@@ -46,6 +46,8 @@ class CachedAdjacency:
         # True once every entity of the graph is cached (`preload`): an id not known then
         # is not in the graph, with no query to learn so
         self.complete = False
+        # (node ids sorted, the entity-id rank of each), built on first use once complete
+        self._ranks: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def round_trips(self) -> int:
@@ -65,6 +67,7 @@ class CachedAdjacency:
         for start in range(0, len(nodes), chunk):
             self._store(self.source.adjacency([], list(nodes[start : start + chunk]), True))
         self.complete = True
+        self.id_rank(_EMPTY)  # now, so that every copy shares it
 
     def copy(self) -> CachedAdjacency:
         """A cache of its own over the same source, holding these rows (arrays shared: they
@@ -73,7 +76,22 @@ class CachedAdjacency:
         new._steps, new._code = list(self._steps), dict(self._code)
         new._node, new._id, new._rows = dict(self._node), dict(self._id), dict(self._rows)
         new._absent, new.complete = set(self._absent), self.complete
+        new._ranks = self._ranks
         return new
+
+    def id_rank(self, nodes: np.ndarray) -> np.ndarray:
+        """Numbers that order `nodes` as their entity ids order (Python's str order): one
+        sort of every id per graph instead of one per hop and per answer list."""
+        if self._ranks is None:
+            order = sorted(self._id, key=self._id.__getitem__)
+            by_id = np.array(order, dtype=np.int64)  # position = rank
+            ranks = np.argsort(by_id)  # the rank of each node, in node order
+            self._ranks = (by_id[ranks], ranks)
+        known, ranks = self._ranks
+        at = np.searchsorted(known, nodes)
+        if len(nodes) and not np.array_equal(known[np.minimum(at, len(known) - 1)], nodes):
+            raise RuntimeError("a node without an entity id was ranked")  # not complete
+        return ranks[at]
 
     def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
         found = self._resolve(ids, nodes)
@@ -93,6 +111,7 @@ class CachedAdjacency:
             local[code] if len(code) else _EMPTY,
             dst,
             self._id if names else {},  # every entity named so far: a superset, not copied
+            self.id_rank if self.complete else None,
         )
 
     def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
@@ -139,6 +158,7 @@ class CachedAdjacency:
         return [n for n in dict.fromkeys(out) if n is not None and n in self._rows]
 
     def _store(self, adj: Adjacency) -> None:
+        self._ranks = None  # new entities may come
         for n, i in adj.frontier.items():
             self._node[i], self._id[n] = n, i
         for v, i in adj.names.items():

@@ -103,8 +103,13 @@ def answer_columns(
             ucost, ulen, surprisal, ukeys = (
                 np.delete(a, drop) for a in (ucost, ulen, surprisal, ukeys)
             )
-    rank = rank_by_cost_then_id(ucost, ids)
-    nodes = ukeys[rank] if len(ukeys) and ukeys[0] >= 0 else None  # node columns: all >= 0
+    node_columns = len(ukeys) and ukeys[0] >= 0  # sorted keys: dict ends' codes are < 0
+    id_rank = getattr(retrieval, "id_rank", None) if node_columns else None
+    if id_rank is not None:  # every node's id order known: one numeric sort
+        rank = np.lexsort((id_rank(ukeys), ucost))
+    else:
+        rank = rank_by_cost_then_id(ucost, ids)
+    nodes = ukeys[rank] if node_columns else None
     ranked = list(map(ids.__getitem__, rank.tolist()))
     return AnswerColumns(ranked, ucost[rank], ulen[rank], surprisal[rank], nodes)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import ChainMap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,6 +72,10 @@ class Retrieval:
     per_hop: list[list[Candidate]]  # per_hop[t - 1]: sequences retained at hop t, best first
     round_trips: int
     topic_answers: bool = False  # a topic end (a cycle back to it) counts as an answer
+    # node ids -> numbers ordered as their entity ids (frontier.Adjacency.rank), or None
+    id_rank: Callable[[np.ndarray], np.ndarray] | None = field(
+        default=None, repr=False, compare=False
+    )
     _index: dict[RelPath, Candidate] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

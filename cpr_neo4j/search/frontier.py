@@ -106,6 +106,9 @@ class Adjacency:
     step: np.ndarray
     dst: np.ndarray
     names: dict[int, str]
+    # node ids -> numbers that order as their entity ids do, from a source that names every
+    # node of the graph (a preloaded cache); else None and the frontier's ids are sorted
+    rank: Callable[[np.ndarray], np.ndarray] | None = None
 
     @classmethod
     def from_groups(
@@ -249,9 +252,12 @@ def expand_nodes(
     ok = (on_topic | simple) if topic_answers else (~on_topic & simple)
     u, v, s, b, pair = u[ok], v[ok], s[ok], b[ok], pair[ok]
     # one row per (beam, step, v): the predecessor with the smallest id
-    named = np.array(sorted(adj.frontier, key=adj.frontier.__getitem__), dtype=np.int64)
-    by_node = np.argsort(named)
-    rank = by_node[np.searchsorted(named[by_node], u)] if len(u) else u
+    if adj.rank is not None:
+        rank = adj.rank(u)
+    else:
+        named = np.array(sorted(adj.frontier, key=adj.frontier.__getitem__), dtype=np.int64)
+        by_node = np.argsort(named)
+        rank = by_node[np.searchsorted(named[by_node], u)] if len(u) else u
     o = np.lexsort((rank, v, s, b))
     u, v, s, b, pair = u[o], v[o], s[o], b[o], pair[o]
     new = np.ones(len(v), dtype=bool)

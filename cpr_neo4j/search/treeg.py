@@ -246,6 +246,7 @@ def _search(
     topic_nodes = np.zeros(0, dtype=np.int64)
     frontier: list[NodeBeam] = []
     per_hop: list[list[Kept]] = []
+    id_rank = None
     for t in range(hops):
         last = t == hops - 1
         if t == 0:
@@ -265,6 +266,7 @@ def _search(
                 continue
             adj = yield [], ask, last
         named += [adj.frontier, adj.names]  # a cache may hand over its whole map: no copy
+        id_rank = adj.rank
         # expand_nodes reads only edges whose src is one of this question's beam ends
         children = expand_nodes(frontier, adj, topic_nodes, cycles) if frontier else None
         if children is None or not children.paths:
@@ -283,7 +285,7 @@ def _search(
         )
     names = ChainMap(*reversed(named))  # the latest hop's names first
     per_hop_candidates = [[_candidate(k, names) for k in hop] for hop in per_hop]
-    return Retrieval(topics, per_hop_candidates, 0, cycles)
+    return Retrieval(topics, per_hop_candidates, 0, cycles, id_rank=id_rank)
 
 
 def _keep(
