@@ -48,6 +48,7 @@ class CachedAdjacency:
         self.complete = False
         # (node ids sorted, the entity-id rank of each), built on first use once complete
         self._ranks: tuple[np.ndarray, np.ndarray] | None = None
+        self._csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def round_trips(self) -> int:
@@ -67,7 +68,8 @@ class CachedAdjacency:
         for start in range(0, len(nodes), chunk):
             self._store(self.source.adjacency([], list(nodes[start : start + chunk]), True))
         self.complete = True
-        self.id_rank(_EMPTY)  # now, so that every copy shares it
+        self.id_rank(_EMPTY)  # now, so that every copy shares them
+        self._columns()
 
     def copy(self) -> CachedAdjacency:
         """A cache of its own over the same source, holding these rows (arrays shared: they
@@ -76,7 +78,7 @@ class CachedAdjacency:
         new._steps, new._code = list(self._steps), dict(self._code)
         new._node, new._id, new._rows = dict(self._node), dict(self._id), dict(self._rows)
         new._absent, new.complete = set(self._absent), self.complete
-        new._ranks = self._ranks
+        new._ranks, new._csr = self._ranks, self._csr
         return new
 
     def id_rank(self, nodes: np.ndarray) -> np.ndarray:
@@ -93,13 +95,40 @@ class CachedAdjacency:
             raise RuntimeError("a node without an entity id was ranked")  # not complete
         return ranks[at]
 
-    def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
-        found = self._resolve(ids, nodes)
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every cached row in one CSR layout: (nodes sorted, offsets, step codes, dst)."""
+        if self._csr is None:
+            keys = sorted(self._rows)
+            rows = [self._rows[n] for n in keys]
+            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum([len(d) for _, d in rows], out=offsets[1:])
+            code = np.concatenate([c for c, _ in rows]) if rows else _EMPTY
+            dst = np.concatenate([d for _, d in rows]) if rows else _EMPTY
+            self._csr = (np.array(keys, dtype=np.int64), offsets, code, dst)
+        return self._csr
+
+    def _gather(self, found: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(src, step code, dst) of the rows of `found`, in that order: gathered from the
+        CSR columns in numpy once every entity is cached, else row by row."""
+        if self.complete:
+            keys, offsets, all_code, all_dst = self._columns()
+            nodes = np.asarray(found, dtype=np.int64)
+            at = np.searchsorted(keys, nodes)
+            first = offsets[at]
+            counts = offsets[at + 1] - first
+            rows = np.repeat(first - np.cumsum(counts) + counts, counts)
+            rows += np.arange(len(rows))
+            return np.repeat(nodes, counts), all_code[rows], all_dst[rows]
         steps = [self._rows[n][0] for n in found]
         dsts = [self._rows[n][1] for n in found]
         counts = [len(d) for d in dsts]
         code = np.concatenate(steps) if steps else _EMPTY
         dst = np.concatenate(dsts) if dsts else _EMPTY
+        return np.repeat(np.asarray(found, dtype=np.int64), counts), code, dst
+
+    def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
+        found = self._resolve(ids, nodes)
+        src, code, dst = self._gather(found)
         used = np.unique(code)
         order = sorted(range(len(used)), key=lambda i: self._steps[used[i]])
         local = np.empty(len(self._steps), dtype=np.int64)  # global code -> sorted local code
@@ -107,7 +136,7 @@ class CachedAdjacency:
         return Adjacency(
             {n: self._id[n] for n in found},
             [self._steps[used[i]] for i in order],
-            np.repeat(np.asarray(found, dtype=np.int64), counts),
+            src,
             local[code] if len(code) else _EMPTY,
             dst,
             self._id if names else {},  # every entity named so far: a superset, not copied
@@ -158,7 +187,7 @@ class CachedAdjacency:
         return [n for n in dict.fromkeys(out) if n is not None and n in self._rows]
 
     def _store(self, adj: Adjacency) -> None:
-        self._ranks = None  # new entities may come
+        self._ranks = self._csr = None  # new entities may come
         for n, i in adj.frontier.items():
             self._node[i], self._id[n] = n, i
         for v, i in adj.names.items():

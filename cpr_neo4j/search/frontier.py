@@ -267,5 +267,6 @@ def expand_nodes(
     child[1:] = (b[1:] != b[:-1]) | (s[1:] != s[:-1])
     start = np.append(np.flatnonzero(child), len(v))
     heads = start[:-1]
-    paths = [frontier[p].path + (adj.steps[k],) for p, k in zip(b[heads], s[heads], strict=True)]
-    return NodeChildren(paths, [int(p) for p in b[heads]], start, v, u, pair, chains)
+    parents, codes = b[heads].tolist(), s[heads].tolist()
+    paths = [frontier[p].path + (adj.steps[k],) for p, k in zip(parents, codes, strict=True)]
+    return NodeChildren(paths, parents, start, v, u, pair, chains)
