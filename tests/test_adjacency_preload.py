@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours, graph_nodes
+from cpr_neo4j.search import adjacency_cache
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 
 pytestmark = pytest.mark.neo4j
@@ -65,7 +66,7 @@ def test_a_graph_over_the_limit_is_not_read_whole(store, metaqa):
     assert graph_nodes(store, "metaqa", 1000) is None
 
 
-def test_the_id_rank_orders_as_ids_and_changes_no_retrieval(store, preloaded):
+def test_the_id_rank_orders_as_ids_and_changes_no_retrieval(store, preloaded, monkeypatch):
     """A complete cache ranks node ids by entity id once (frontier.Adjacency.rank); TreeG
     and the answer columns then sort numbers, not ids: the same candidates, predecessors and
     answer order as over the per-question queries, which sort the ids. Costs that tie on
@@ -77,8 +78,20 @@ def test_the_id_rank_orders_as_ids_and_changes_no_retrieval(store, preloaded):
 
     whole, nodes = preloaded
     sample = np.array(random.Random(1).sample(sorted(nodes), 3000), dtype=np.int64)
-    by_rank = sample[np.argsort(whole.id_rank(sample))]
-    assert [whole._id[n] for n in by_rank.tolist()] == sorted(whole._id[n] for n in sample.tolist())
+    want = sorted(whole._id[n] for n in sample.tolist())
+    ranks = {}
+    for dense, (limit, per_entity) in ((True, (1 << 40, 0)), (False, (0, 0))):
+        source = whole.copy()
+        source._ranks = None
+        monkeypatch.setattr(adjacency_cache, "DENSE_RANKS", limit)
+        monkeypatch.setattr(adjacency_cache, "DENSE_PER_ENTITY", per_entity)
+        ranks[dense] = source.id_rank(sample)  # a table by node id, or sorted ids searched
+        assert (source._ranks[0] is None) == dense
+        with pytest.raises(RuntimeError):
+            source.id_rank(np.array([max(nodes) + 10**6]))
+    monkeypatch.undo()
+    for got in (whole.id_rank(sample), *ranks.values()):
+        assert [whole._id[n] for n in sample[np.argsort(got)].tolist()] == want
     assert whole.adjacency([], sample[:5].tolist(), True).rank is not None
 
     questions = [q for h in (1, 2, 3) for q in records.questions(store, "metaqa", "test", h)[:6]]

@@ -24,6 +24,10 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 ANSWER_CACHE_ENTITIES = 200_000
 # Entities per query when a whole graph is read at once (`preload`)
 PRELOAD_CHUNK = 4000
+# `id_rank` keeps a table by node id up to this many node ids (8 MB), or this many per
+# entity of the graph (other datasets' nodes in between); beyond, it searches sorted ids
+DENSE_RANKS = 1 << 20
+DENSE_PER_ENTITY = 8
 
 
 class CachedAdjacency:
@@ -47,7 +51,7 @@ class CachedAdjacency:
         # is not in the graph, with no query to learn so
         self.complete = False
         # (node ids sorted, the entity-id rank of each), built on first use once complete
-        self._ranks: tuple[np.ndarray, np.ndarray] | None = None
+        self._ranks: tuple[np.ndarray | None, np.ndarray] | None = None
         self._csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
@@ -83,13 +87,25 @@ class CachedAdjacency:
 
     def id_rank(self, nodes: np.ndarray) -> np.ndarray:
         """Numbers that order `nodes` as their entity ids order (Python's str order): one
-        sort of every id per graph instead of one per hop and per answer list."""
+        sort of every id per graph instead of one per hop and per answer list. A table
+        indexed by node id (-1: no id known), or sorted node ids to search when the ids
+        are too sparse for one."""
         if self._ranks is None:
-            order = sorted(self._id, key=self._id.__getitem__)
-            by_id = np.array(order, dtype=np.int64)  # position = rank
-            ranks = np.argsort(by_id)  # the rank of each node, in node order
-            self._ranks = (by_id[ranks], ranks)
+            by_id = np.array(sorted(self._id, key=self._id.__getitem__), dtype=np.int64)
+            top = int(by_id.max()) + 1 if len(by_id) else 0
+            if top <= max(DENSE_RANKS, DENSE_PER_ENTITY * len(by_id)):
+                table = np.full(top, -1, dtype=np.int64)
+                table[by_id] = np.arange(len(by_id))
+                self._ranks = (None, table)
+            else:
+                ranks = np.argsort(by_id)  # the rank of each node, in node order
+                self._ranks = (by_id[ranks], ranks)
         known, ranks = self._ranks
+        if known is None:
+            out = ranks[np.minimum(nodes, len(ranks) - 1)] if len(ranks) else nodes
+            if len(nodes) and (out.min() < 0 or nodes.max() >= len(ranks)):
+                raise RuntimeError("a node without an entity id was ranked")  # not complete
+            return out
         at = np.searchsorted(known, nodes)
         if len(nodes) and not np.array_equal(known[np.minimum(at, len(known) - 1)], nodes):
             raise RuntimeError("a node without an entity id was ranked")  # not complete
