@@ -18,6 +18,7 @@ import pytest
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.loaders.base import build_dataset, questions_frame
 from cpr_neo4j.loaders.topic_answers import count_with_topic, decide
+from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.base import InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.open_expansion import expand_open
 from cpr_neo4j.search.puct import PuctCollector, shortest_paths
@@ -154,6 +155,36 @@ def test_treeg_columns_and_open_expansion_sets_agree(seed, on):
         )
         assert tree == {s.path: set(s.ends) for s in opened.sequences}
         assert on or not any(set(topics) & ends for ends in tree.values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_columns_named_lazily_by_node_equal_the_named_ones(seed):
+    """A search's answer columns (its topic nodes and node id order known, as over Neo4j)
+    drop topic ends by node and name answers on demand; without them every answer is
+    named and ranked by id strings: the same columns either way, topic ends present."""
+    triples = _random_graph(seed)
+    topics = random.Random(seed).sample(sorted({h for h, _, _ in triples}), 2)
+    r = retrieve(
+        InMemoryGraph(triples), TableScorer({}), "q", topics, 3, 64, 64, topic_answers=True
+    )
+    names = r.candidates()[0].ends.names
+    by_id = {n: i for i, n in enumerate(sorted(names, key=names.__getitem__))}
+    r = replace(r, id_rank=lambda nodes: np.array([by_id[n] for n in nodes.tolist()]))
+    assert r.topic_nodes is not None and len(r.topic_nodes) == 2
+    named = replace(r, topic_nodes=None, id_rank=None)
+    for keep_topics in (False, True):
+        lazy = answer_columns(r, 0.5, keep_topics)
+        eager = answer_columns(named, 0.5, keep_topics)
+        assert lazy.named is None and eager.named is not None
+        assert lazy.ids == eager.ids and [lazy.id_at(k) for k in range(len(lazy))] == eager.ids
+        for a, b in (
+            (lazy.cost, eager.cost),
+            (lazy.length, eager.length),
+            (lazy.surprisal, eager.surprisal),
+            (lazy.nodes, eager.nodes),
+        ):
+            assert np.array_equal(a, b)
+        assert keep_topics == bool(set(topics) & set(lazy.ids))
 
 
 def test_gold_cycles_and_puct_pairs():

@@ -20,7 +20,9 @@ answers (a dataset setting, see search/frontier.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -30,14 +32,30 @@ from cpr_neo4j.search.candidates import name_all
 
 @dataclass(frozen=True)
 class AnswerColumns:
-    ids: list[str]  # answer entity ids, sorted by (cost, id): position = rank with id ties
-    cost: np.ndarray  # float64, ascending
+    # answer entity ids in rank order; None: named from `nodes` through `names` on first use
+    # (a 3-hop question has thousands of answers and `cpr ask` shows a few of them)
+    named: list[str] | None
+    cost: np.ndarray  # float64, ascending; sorted by (cost, id): position = rank with id ties
     length: np.ndarray  # int8, hop count of the best sequence
     surprisal: np.ndarray  # float64 >= 0: -log P(answer); zeros when no temperature given
     nodes: np.ndarray | None = None  # each answer's node id (node columns), for its witness
+    names: Mapping[int, str] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.cost)
+
+    @cached_property
+    def ids(self) -> list[str]:
+        """Every answer's entity id, in rank order."""
+        if self.named is not None:
+            return self.named
+        return name_all(self.names, self.nodes.tolist())  # type: ignore[arg-type, union-attr]
+
+    def id_at(self, k: int) -> str:
+        """The entity id of the answer at position k, without naming the others."""
+        if self.named is not None:
+            return self.named[k]
+        return name_all(self.names, [int(self.nodes[k])])[0]  # type: ignore[arg-type, index]
 
     @property
     def group(self) -> int:
@@ -92,6 +110,17 @@ def answer_columns(
         surprisal = np.where(np.isfinite(top), -(safe + np.log(summed)), np.inf)
     surprisal = np.maximum(surprisal, 0.0) if temperature else np.zeros(len(starts))
     ukeys, ucost, ulen = keys[first], costs[first], lengths[first]
+    node_columns = len(ukeys) and ukeys[0] >= 0  # sorted keys: dict ends' codes are < 0
+    id_rank = getattr(retrieval, "id_rank", None) if node_columns else None
+    topic_nodes = getattr(retrieval, "topic_nodes", None) if node_columns else None
+    if id_rank is not None and (topics_are_answers or topic_nodes is not None):
+        # a search's columns: topics dropped and ties ranked by node, answers named lazily
+        if not topics_are_answers and len(topic_nodes):
+            keep = ~np.isin(ukeys, topic_nodes)  # entity ids are unique: node <=> id
+            ukeys, ucost, ulen, surprisal = (a[keep] for a in (ukeys, ucost, ulen, surprisal))
+        rank = np.lexsort((id_rank(ukeys), ucost))
+        names = cands[0].ends.names
+        return AnswerColumns(None, ucost[rank], ulen[rank], surprisal[rank], ukeys[rank], names)
     ids = _names(retrieval, cands, ukeys)
     if not topics_are_answers:
         topics = set(retrieval.topics)
@@ -103,8 +132,6 @@ def answer_columns(
             ucost, ulen, surprisal, ukeys = (
                 np.delete(a, drop) for a in (ucost, ulen, surprisal, ukeys)
             )
-    node_columns = len(ukeys) and ukeys[0] >= 0  # sorted keys: dict ends' codes are < 0
-    id_rank = getattr(retrieval, "id_rank", None) if node_columns else None
     if id_rank is not None:  # every node's id order known: one numeric sort
         rank = np.lexsort((id_rank(ukeys), ucost))
     else:

@@ -76,6 +76,8 @@ class Retrieval:
     id_rank: Callable[[np.ndarray], np.ndarray] | None = field(
         default=None, repr=False, compare=False
     )
+    # the topics' node ids (a search's), so node columns drop topic ends without names
+    topic_nodes: np.ndarray | None = field(default=None, repr=False, compare=False)
     _index: dict[RelPath, Candidate] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )

@@ -285,7 +285,9 @@ def _search(
         )
     names = ChainMap(*reversed(named))  # the latest hop's names first
     per_hop_candidates = [[_candidate(k, names) for k in hop] for hop in per_hop]
-    return Retrieval(topics, per_hop_candidates, 0, cycles, id_rank=id_rank)
+    return Retrieval(
+        topics, per_hop_candidates, 0, cycles, id_rank=id_rank, topic_nodes=topic_nodes
+    )
 
 
 def _keep(

@@ -213,7 +213,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
     relpaths: dict[str, RelPath] = {}
 
     def answer_at(rank: int, k: int) -> Answer:
-        entity = cols.ids[k]
+        entity = cols.id_at(k)
         node = None if cols.nodes is None else int(cols.nodes[k])
         relpaths[entity], chain, _ = retrieval.witness(entity, node)
         return Answer(entity, entity, rank, float(scores[k]), "", chain)
