@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -113,30 +114,27 @@ def answer_columns(
     node_columns = len(ukeys) and ukeys[0] >= 0  # sorted keys: dict ends' codes are < 0
     id_rank = getattr(retrieval, "id_rank", None) if node_columns else None
     topic_nodes = getattr(retrieval, "topic_nodes", None) if node_columns else None
-    if id_rank is not None and (topics_are_answers or topic_nodes is not None):
-        # a search's columns: topics dropped and ties ranked by node, answers named lazily
-        if not topics_are_answers and len(topic_nodes):
-            keep = ~np.isin(ukeys, topic_nodes)  # entity ids are unique: node <=> id
-            ukeys, ucost, ulen, surprisal = (a[keep] for a in (ukeys, ucost, ulen, surprisal))
-        rank = np.lexsort((id_rank(ukeys), ucost))
-        names = cands[0].ends.names
-        return AnswerColumns(None, ucost[rank], ulen[rank], surprisal[rank], ukeys[rank], names)
-    ids = _names(retrieval, cands, ukeys)
+    # a search's columns (node id order and topic nodes known) are named on first use
+    lazy = id_rank is not None and (topics_are_answers or topic_nodes is not None)
+    ids = None if lazy else _names(retrieval, cands, ukeys)
     if not topics_are_answers:
-        topics = set(retrieval.topics)
-        hit = topics.intersection(ids)  # none unless topic ends were kept: a few at most
-        drop = [i for i, e in enumerate(ids) if e in hit] if hit else []
-        if drop:
-            for i in reversed(drop):
-                del ids[i]
-            ucost, ulen, surprisal, ukeys = (
-                np.delete(a, drop) for a in (ucost, ulen, surprisal, ukeys)
-            )
+        if ids is None:
+            topic = np.isin(ukeys, topic_nodes)  # entity ids are unique: node <=> id
+        else:
+            topics = set(retrieval.topics)
+            topic = np.fromiter(map(topics.__contains__, ids), bool, len(ids))
+        if topic.any():  # none unless topic ends were kept: a few at most
+            keep = ~topic
+            ukeys, ucost, ulen, surprisal = (a[keep] for a in (ukeys, ucost, ulen, surprisal))
+            ids = None if ids is None else list(compress(ids, keep.tolist()))
     if id_rank is not None:  # every node's id order known: one numeric sort
         rank = np.lexsort((id_rank(ukeys), ucost))
     else:
         rank = rank_by_cost_then_id(ucost, ids)
     nodes = ukeys[rank] if node_columns else None
+    if ids is None:
+        names = cands[0].ends.names
+        return AnswerColumns(None, ucost[rank], ulen[rank], surprisal[rank], nodes, names)
     ranked = list(map(ids.__getitem__, rank.tolist()))
     return AnswerColumns(ranked, ucost[rank], ulen[rank], surprisal[rank], nodes)
 
