@@ -13,7 +13,8 @@ per question for a few of them (a process each, as a shell script would) and pri
 throughput ratio. --both-calibrations: once under the every-hop calibration (no `hops`
 field, as users ask) and once under the N-hop one; --no-preload-too: each also with
 `cpr serve --no-preload` (rows read as questions need them), the baseline of the same run.
-The :Ask records it creates are deleted after.
+The server runs with its defaults (a worker process per core, at most two); --workers 1,4
+also runs those and prints their ratios to it. The :Ask records it creates are deleted after.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def start_server(
     log: Path,
     batch: bool = True,
     preload: bool = True,
-    workers: int | None = 1,
+    workers: int | None = None,
     tree: Path | None = None,
 ) -> subprocess.Popen:
     """`cpr serve` on `port`; workers None: its default. tree: run the server of another
@@ -194,7 +195,7 @@ def bench_server(
     batch: bool = True,
     preload: bool = True,
     label: str = "",
-    workers: int | None = 1,
+    workers: int | None = None,
     tree: Path | None = None,
     sets: dict | None = None,
 ) -> tuple[float, float]:
@@ -213,9 +214,9 @@ def bench_server(
         _, warm, _ = run_clients(url, warmup, args.clients)
         ask_ids += [body["ask_id"] for status, body in warm if status == 200]
         db = neo4j_pid()
-        cpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(db)
+        cpu0 = tree_cpu_seconds(proc.pid), cpu_seconds(db), time.process_time()
         lat, responses, wall = run_clients(url, bodies, args.clients)
-        cpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(db)
+        cpu1 = tree_cpu_seconds(proc.pid), cpu_seconds(db), time.process_time()
         rss = tree_rss_mb(proc.pid)
         # One client, nothing else in flight: the latency a lone request sees, on questions
         # not asked yet (asking the timed ones again would find their neighbours cached).
@@ -240,7 +241,7 @@ def bench_server(
         f"{args.clients} concurrent clients, {args.scorers} scorer(s) per model, "
         + ("searches batched" if batch else "each search alone (--no-batch)")
         + ("" if preload else ", --no-preload")
-        + (f", --workers {workers}" if workers and workers > 1 else "")
+        + (f", --workers {workers}" if workers else ", its default workers")
         + (f", the server of {tree} (its defaults)" if tree else "")
     )
     print(
@@ -249,12 +250,15 @@ def bench_server(
         + (f", errors by status {failed}" if failed else "")
         + ")"
     )
-    serve_ms, db_ms = ((b - a) * 1000 / max(len(ok), 1) for a, b in zip(cpu0, cpu1, strict=True))
+    serve_ms, db_ms, client_ms = (
+        (b - a) * 1000 / max(len(ok), 1) for a, b in zip(cpu0, cpu1, strict=True)
+    )
     cores = os.cpu_count() or 1
     print(
         f"  CPU per answered question: cpr serve {serve_ms:.1f} ms + Neo4j {db_ms:.1f} ms; "
         f"{cores} cores could answer at most {cores * 1000 / (serve_ms + db_ms):.0f} questions/s"
-        " if nothing else ran"
+        f" if nothing else ran (the {args.clients} client threads here, on the same cores, "
+        f"used {client_ms:.1f} ms)"
     )
     # Closed loop (each client sends its next question when the answer comes): by Little's
     # law mean latency = clients / throughput, so a latency target fixes the throughput.
@@ -380,9 +384,10 @@ def main() -> None:
     )
     ap.add_argument(
         "--workers",
-        type=lambda v: [int(n) for n in v.split(",") if int(n) > 1],
+        type=lambda v: [int(n) for n in v.split(",") if int(n) >= 1],
         default=[],
-        help="also run `cpr serve --workers N` for each N of this list (e.g. 2,4)",
+        help="also run `cpr serve --workers N` for each N of this list (e.g. 1,4); the first run "
+        "is the default (one per core, at most MAX_DEFAULT_WORKERS)",
     )
     ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")
     ap.add_argument(
@@ -477,7 +482,8 @@ def main() -> None:
             for n in args.workers:
                 _, qps_n = bench_server(args, bodies, warm, {}, ask_ids, label=label, workers=n)
                 print(
-                    f"  ratio, {n} worker processes against one: {qps_n / qps:.2f}x the questions/s"
+                    f"  ratio, {n} worker processes against the default: {qps_n / qps:.2f}x the "
+                    "questions/s"
                 )
         if args.baseline > 0 and first is not None:
             p50, qps = first
