@@ -119,3 +119,36 @@ def test_asks_written_together_each_keep_their_own_answers(store, tiny):
         "starred_actors",
         "directed_by",  # not the parallel written_by
     }
+
+
+def test_the_write_checks_only_the_path_entities_it_is_sent_as_mediators(store, tiny):
+    """`cpr ask` sends the path entities that may be CVTs (stages/ask_record.mediators):
+    one left out is not labelled, one sent is labelled only if its name is a MID."""
+    eve = {"id": "Eve", "rank": 1, "cost": 0.1, "path": ""} | hops(
+        ["Ann", "m.0cvt", "Eve"], ["film.actor.film", "film.performance.character"], [True, True]
+    )
+
+    def labelled() -> set[str]:
+        rows = store.query("MATCH (e:Mediator {dataset: $ds}) RETURN e.id AS id", {"ds": DS})
+        return {r["id"] for r in rows[0]}
+
+    records.save_asks(store, [ask("t4", [eve]) | {"mediators": []}])
+    assert records.ask_record(store, "t4")["answers"][0]["nodes"] == ["Ann", "m.0cvt", "Eve"]
+    assert labelled() == set()
+    records.save_asks(store, [ask("t5", [eve]) | {"mediators": ["Ann", "m.0cvt"]}])
+    assert labelled() == {"m.0cvt"}
+
+
+def test_mediators_are_the_recorded_path_entities_named_by_a_mid_or_not_named_here():
+    from types import SimpleNamespace
+
+    from cpr_neo4j.stages.ask_record import MAX_PATHS_RECORDED, mediators
+
+    answers = [
+        SimpleNamespace(rank=1, entities=["Ann", "m.0cvt", "Eve"]),
+        SimpleNamespace(rank=2, entities=["Ann", "m.0new", "Nameless"]),
+        SimpleNamespace(rank=MAX_PATHS_RECORDED + 1, entities=["Ann", "m.0late", "Bob"]),
+    ]
+    names = {"Ann": "Ann", "m.0cvt": "m.0cvt", "Eve": "Eve", "Nameless": None, "m.0late": "m.0late"}
+    # m.0new is not among the names looked up: the write checks it in Neo4j
+    assert mediators(answers, names) == ["m.0cvt", "m.0new"]

@@ -181,7 +181,9 @@ def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> set[str]:
     forward}]}; nodes are the entity ids of the answer's best path (topic first), rels and
     forward each hop's type and way (None for answers past the recorded paths). An ask with
     "expect" ({graph_now, newest}: what its cached calibration was read with) is written only
-    while its dataset still has them; returns the ids of those not written."""
+    while its dataset still has them; returns the ids of those not written. "mediators",
+    when given, are the only path entities checked for the :Mediator label (the rest are
+    known not to be named by a MID); else every one is."""
     rows = [
         {
             "id": a["id"],
@@ -189,13 +191,17 @@ def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> set[str]:
             "props": _props({**a["props"], "name": a["props"].get("question")}),  # caption
             "topics": list(a["topics"]),
             "answers": list(a["answers"]),
-            "path_entities": sorted({e for x in a["answers"] for e in x.get("nodes") or ()}),
+            "path_entities": a["mediators"] if "mediators" in a else _path_entities(a),
             "expect": a.get("expect"),
         }
         for a in asks
     ]
     found = store.write_rows("create_ask", asks=rows)
     return set(found[0]["stale"]) if found else set()
+
+
+def _path_entities(ask: Mapping[str, Any]) -> list[str]:
+    return sorted({e for x in ask["answers"] for e in x.get("nodes") or ()})
 
 
 def ask_record(store: GraphStore, ask_id: str) -> dict | None:

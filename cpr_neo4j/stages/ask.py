@@ -237,7 +237,7 @@ def _finish(session: Session, drafts: list[Draft]) -> list[AskResult]:
             a.name = names.get(a.id, a.id)
             a.entity_names = [names.get(e, e) for e in a.entities]
             a.path = describe(d.relpaths[a.id], a.entities, names)
-    asks = [ask_record(session, d) for d in drafts]
+    asks = [ask_record(session, d, names) for d in drafts]
     if session.save is not None:
         for record in asks:
             session.save(record)

@@ -30,8 +30,9 @@ def describe(relpath, chain: list[str], names: dict[str, str]) -> str:
     return " ".join(parts)
 
 
-def record(session: Any, d: Any) -> dict:
-    """The (:Ask) record of one drafted question (graph/records.py `save_asks`)."""
+def record(session: Any, d: Any, names: dict[str, str | None] | None = None) -> dict:
+    """The (:Ask) record of one drafted question (graph/records.py `save_asks`); names:
+    the path entities' names as looked up for the answer (None: none known)."""
     cal, req = session.cal, session.request
     return {
         "id": uuid.uuid4().hex[:12],
@@ -59,7 +60,23 @@ def record(session: Any, d: Any) -> dict:
             | (_hops(a, d.relpaths[a.id]) if a.rank <= MAX_PATHS_RECORDED else {})
             for a in d.answers
         ],
-    }
+    } | ({} if names is None else {"mediators": mediators(d.answers, names)})
+
+
+def mediators(answers: list[Any], names: dict[str, str | None]) -> list[str]:
+    """The recorded paths' entities that the write must check for the :Mediator label
+    (cypher/create_ask.cypher labels those named by a bare Freebase MID): those whose name
+    is one, and those whose name is not known here. Sending only these spares the write a
+    lookup per path entity where no node is a CVT (MetaQA: every name is a word)."""
+    return sorted(
+        {
+            e
+            for a in answers
+            if a.rank <= MAX_PATHS_RECORDED
+            for e in a.entities
+            if e not in names or is_mid(names[e])
+        }
+    )
 
 
 def _hops(a: Any, relpath) -> dict:
