@@ -10,9 +10,18 @@ CALL (found) {
   CALL (found) {
     UNWIND found AS e
     WITH e WHERE 2 * COUNT { (e)--() } <= $cap
-    MATCH (e)-[r]-(n:Entity)
-    RETURN type(r) AS type, startNode(r) = e AS forward, e, id(n) AS node,
-      CASE WHEN $names THEN n.id END AS name
+    MATCH (e)-[r]->(n:Entity)
+    WITH type(r) AS type, collect(id(e) * 4294967296 + id(n)) AS edges,
+      collect(CASE WHEN $names THEN n.id END) AS names
+    RETURN type, true AS forward, edges, names
+    UNION ALL
+    UNWIND found AS e
+    WITH e WHERE 2 * COUNT { (e)--() } <= $cap
+    MATCH (e)<-[r]-(n:Entity)
+      WHERE n <> e
+    WITH type(r) AS type, collect(id(e) * 4294967296 + id(n)) AS edges,
+      collect(CASE WHEN $names THEN n.id END) AS names
+    RETURN type, false AS forward, edges, names
     UNION ALL
     UNWIND found AS e
     WITH e WHERE 2 * COUNT { (e)--() } > $cap
@@ -30,9 +39,9 @@ CALL (found) {
       UNWIND ns AS n
       RETURN type, forward, id(n) AS node, CASE WHEN $names THEN n.id END AS name
     }
-    RETURN type, forward, e, node, name
+    WITH type, forward, collect(id(e) * 4294967296 + node) AS edges, collect(name) AS names
+    RETURN type, forward, edges, names
   }
-  WITH type, forward, collect(id(e) * 4294967296 + node) AS edges, collect(name) AS names
   RETURN collect([type, forward, edges, CASE WHEN $names THEN names END]) AS groups
 }
 RETURN [e IN found | id(e)] AS nodes, [e IN found | e.id] AS ids, groups

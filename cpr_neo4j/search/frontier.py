@@ -117,23 +117,24 @@ class Adjacency:
         ids: Sequence[str],
         groups: Iterable[tuple[str, bool, Sequence[int], Sequence[str] | None]],
     ) -> Adjacency:
-        """From the entities found (node, id) and one (type, forward, packed edges, neighbour
-        ids or None) group per type and direction; an edge packs src * 2**32 + dst."""
+        """From the entities found (node, id) and (type, forward, packed edges, neighbour ids
+        or None) groups; an edge packs src * 2**32 + dst. A step may come in several groups
+        (the queries' flat and hub branches): they share one code."""
         names: dict[int, str] = {}
-        steps: list[Step] = []
+        group_steps: list[Step] = []
         packed: list[np.ndarray] = []
         for rel, forward, edges, ids_ in groups:
-            steps.append(Step(rel, forward))
+            group_steps.append(Step(rel, forward))
             packed.append(np.asarray(edges, dtype=np.int64))
             if ids_ is not None:
                 names.update(zip((packed[-1] & _LOW).tolist(), ids_, strict=True))
-        order = sorted(range(len(steps)), key=steps.__getitem__)
-        code = np.empty(len(steps), dtype=np.int64)
-        code[order] = np.arange(len(steps))
+        steps = sorted(set(group_steps))
+        code_of = {s: k for k, s in enumerate(steps)}
+        code = np.array([code_of[s] for s in group_steps], dtype=np.int64)
         edges = np.concatenate(packed) if packed else _EMPTY
         return cls(
             dict(zip(nodes, ids, strict=True)),
-            [steps[i] for i in order],
+            steps,
             edges >> 32,
             np.repeat(code, [len(p) for p in packed]),
             edges & _LOW,
