@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from neo4j.exceptions import Neo4jError
 
-from cpr_neo4j.conformal.threshold import answer_set
+from cpr_neo4j.conformal.threshold import answer_set, cut
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
@@ -36,8 +36,10 @@ from cpr_neo4j.model.encoder import TextEncoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
+from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.base import Edge, RelPath, Step
-from cpr_neo4j.search.treeg import Candidate, Retrieval, _costs, retrieve, retrieve_naive
+from cpr_neo4j.search.beam import costs as path_costs
+from cpr_neo4j.search.treeg import Candidate, Retrieval, retrieve, retrieve_naive
 from cpr_neo4j.stages import questions as qsel
 
 DATASET = "metaqa"
@@ -93,7 +95,7 @@ def retrieve_v1(
             frontier = []
             continue
         paths: list[RelPath] = [c[0] for c in children]
-        costs = _costs(scorer, ctx, paths, None, 0.0)
+        costs = path_costs(scorer, ctx, paths, None, 0.0)
         by_parent: dict[int, list[int]] = {}
         for i, c in enumerate(children):
             by_parent.setdefault(c[2], []).append(i)
@@ -156,6 +158,41 @@ def one(
     return ms, source.round_trips
 
 
+ASK_T = 1.0  # ask_like's surprisal temperature (a calibration fits its own)
+
+
+def ask_like(
+    store: GraphStore,
+    scorer: PathScorer,
+    q: qsel.Question,
+    hops: int,
+    dataset: str = DATASET,
+    keep: dict[str, dict[str, float]] | None = None,
+    sizes: list[int] | None = None,
+) -> tuple[float, int]:
+    """(latency ms, round trips) of what `cpr ask` does with a linked question (stages/ask.py
+    `search` and `_cut`), with a cold neighbour source: TreeG naming only the answers shown
+    (defer_names), the default score (surprisal, here at ASK_T), the set at its top level (the
+    smallest set any threshold gives: sets are never empty), ranked by (score, cost, id), and
+    each answer's best path. Not timed: linking, the threshold lookup, the :Ask write, and
+    `keep` (every answer's cost, for comparisons). `sizes` gets each set's size."""
+    source = Neo4jNeighbours(store, dataset)
+    began = time.perf_counter()
+    r = retrieve(source, scorer, scorer.question(q.masked), q.topics, hops, defer_names=True)
+    cols = answer_columns(r, ASK_T)
+    scores = cols.surprisal
+    shown = cols.ordered(np.flatnonzero(cut(scores, -np.inf)), scores).tolist()
+    for k in shown:
+        r.witness(cols.id_at(k), None if cols.nodes is None else int(cols.nodes[k]))
+    ms = (time.perf_counter() - began) * 1000
+    trips = source.round_trips
+    if keep is not None:
+        keep[q.id] = r.answer_costs()
+    if sizes is not None:
+        sizes.append(len(shown))
+    return ms, trips
+
+
 def latencies(
     store: GraphStore,
     scorer: PathScorer,
@@ -165,17 +202,24 @@ def latencies(
     warmup: int = 10,
     failed: list[tuple[str, str]] | None = None,
     keep: dict[str, dict[str, float]] | None = None,
+    ask: bool = False,
+    sizes: list[int] | None = None,
 ) -> list[float]:
     """Per-question latency (ms) of the current TreeG + answer set, after `warmup` questions
     (path embeddings, query plans, JIT); question embeddings are cached first, as here.
     With `failed`, a question whose query the server refuses (e.g. out of transaction memory)
     is listed there as (id, error code) instead of ending the run. `keep`: each question's
-    candidates, as one() keeps them."""
+    candidates, as one() keeps them. ask: time `ask_like` (what `cpr ask` does) instead."""
     scorer.questions([q.masked for q in qs])
     out = []
     for k, q in enumerate([*qs[:warmup], *qs]):
+        mine = keep if k >= warmup else None
         try:
-            ms = one(store, scorer, q, hops, "new", dataset, keep if k >= warmup else None)[0]
+            if ask:
+                counted = sizes if k >= warmup else None
+                ms = ask_like(store, scorer, q, hops, dataset, mine, counted)[0]
+            else:
+                ms = one(store, scorer, q, hops, "new", dataset, mine)[0]
         except Neo4jError as exc:
             if failed is None:
                 raise

@@ -16,12 +16,14 @@ files and loaded with `cpr ingest NAME --triples ... --bulk`, timed end to end. 
 stay those of the copy: where a question's path crosses a hub, the scaled graph has more true
 answers than listed (irrelevant here: only latency is measured).
 
-Ask latency is bench/ask.py's measurement (TreeG + scorer + answer set per question with a cold
-neighbour source, after a warm-up), scored by the newest CPR model trained on the main server's
-metaqa (its files under the caller's CPR_HOME), else V_sem; a second pass over the same
-questions gives warm latency. Memory: heap used and G1 old gen peak (dbms.queryJmx works in
-Community), process RSS and its peak, and the store bytes the server read during each pass
-(/proc rchar: page cache faults; Community's PROFILE reports no page cache hits).
+Ask latency is bench/ask.py's `ask_like`: what `cpr ask` does with a linked question (TreeG
+naming only the answers it shows, scores, the set at its top level ranked, each answer's best
+path) with a cold neighbour source, after a warm-up; scored by the newest CPR model trained
+on the main server's metaqa (its files under the caller's CPR_HOME), else V_sem; a second pass
+over the same questions gives warm latency. Memory: heap used and G1 old gen peak
+(dbms.queryJmx works in Community), process RSS and its peak, and the store bytes the server
+read during each pass (/proc rchar: page cache faults; Community's PROFILE reports no page
+cache hits).
 """
 
 from __future__ import annotations
@@ -243,6 +245,7 @@ class Row:
     sorted_ms: dict[int, list[float]] = field(default_factory=dict)
     differ: dict[int, int] = field(default_factory=dict)  # questions whose candidates differ
     hub: dict[str, float] = field(default_factory=dict)  # the biggest hub's query, both ways
+    sizes: dict[int, list[int]] = field(default_factory=dict)  # each ask's set (warm pass)
 
 
 def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int) -> None:
@@ -261,10 +264,11 @@ def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int
             scorer = scorers[h](store, name)
             print(f"  {h}-hop: {len(qs)} questions, two passes ...", flush=True)
             before = read_bytes(pid)
-            row.failed[h] = []
-            row.ms[h] = latencies(store, scorer, qs, h, name, failed=row.failed[h])
+            row.failed[h], row.sizes[h] = [], []
+            row.ms[h] = latencies(store, scorer, qs, h, name, failed=row.failed[h], ask=True)
             between = read_bytes(pid)
-            row.warm[h] = latencies(store, scorer, qs, h, name, 0, [], keep=kept.setdefault(h, {}))
+            row.warm[h] = latencies(store, scorer, qs, h, name, 0, [], kept.setdefault(h, {}),
+                                    ask=True, sizes=row.sizes[h])  # fmt: skip
             refused = {i for i, _ in row.failed[h]}
             answered = [q.id.split(SEP)[0] for q in qs if q.id not in refused]
             row.by_question[h] = dict(zip(answered, row.ms[h], strict=True))
@@ -281,7 +285,7 @@ def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int
                 qs = qsel.load(store, name, "test", h)[:per_hop]
                 sort: dict[str, dict[str, float]] = {}
                 row.sorted_ms[h] = latencies(store, scorers[h](store, name), qs, h, name, 0, [],
-                                             keep=sort)  # fmt: skip
+                                             keep=sort, ask=True)  # fmt: skip
                 row.differ[h] = sum(not same_costs(kept[h].get(q), sort[q]) for q in sort)
         finally:
             hide_hub_lists(store, name, False)
@@ -385,6 +389,7 @@ def figures(r: Row) -> dict[str, float]:
             f"{h}-hop p95 ms": pct(r.ms[h], 95),
             f"{h}-hop warm p50 ms": pct(r.warm[h], 50),
             f"{h}-hop warm p95 ms": pct(r.warm[h], 95),
+            f"{h}-hop set size p50": pct(r.sizes[h], 50),
             f"{h}-hop store read MB": r.faulted[h] / mb,
             f"{h}-hop warm reread MB": r.refaulted[h] / mb,
         }

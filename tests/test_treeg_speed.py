@@ -176,3 +176,20 @@ def test_hub_path_and_flat_pass_give_the_same_rows_when_no_cap_binds(metaqa_read
     flat = Neo4jNeighbours(metaqa_ready, "metaqa", fanout_cap=1_000)  # 2 * 60 <= 1,000
     hub = Neo4jNeighbours(metaqa_ready, "metaqa", fanout_cap=61)  # 2 * 40 > 61 > any group
     assert flat.neighbours(ids) == hub.neighbours(ids)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_packed_order_sorts_as_lexsort(seed):
+    """expand_nodes orders (beam, step, neighbour, predecessor rank) rows with one sort of
+    packed keys when their bits fit, else np.lexsort: the same order of distinct rows."""
+    from cpr_neo4j.search.frontier import _order
+
+    rng = np.random.default_rng(seed)
+    n = 5000
+    small = [rng.integers(0, hi, n) for hi in (7, 18, 4_000_000, 4100)]
+    wide = [rng.integers(0, hi, n) for hi in (7, 18, 2**40, 2**20)]  # 66 bits: lexsort
+    for keys in (small, wide, [k[:0] for k in small]):
+        rows = np.stack(keys, axis=1)
+        got = rows[_order(*keys)]
+        want = rows[np.lexsort(keys[::-1])]
+        assert np.array_equal(got, want)

@@ -55,6 +55,15 @@ class Neo4jNeighbours:
         row = rows[0]
         return Adjacency.from_groups(row["nodes"], row["ids"], row["groups"])
 
+    def name_nodes(self, nodes: Sequence[int]) -> dict[int, str]:
+        """node id -> entity id of `nodes` (those still entities of the dataset), in one
+        query: what a search that fetched its last hop without ids names afterwards."""
+        if not len(nodes):
+            return {}
+        self.round_trips += 1
+        row = self.store.read("entity_ids_by_node", nodes=list(nodes), dataset=self.dataset)[0]
+        return dict(zip(row["nodes"], row["ids"], strict=True))
+
     def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
         """The dict form (PUCT, open expansion, caches): the same query, cap and edges."""
         if not ids:

@@ -36,11 +36,14 @@ class AnswerColumns:
     # answer entity ids in rank order; None: named from `nodes` through `names` on first use
     # (a 3-hop question has thousands of answers and `cpr ask` shows a few of them)
     named: list[str] | None
-    cost: np.ndarray  # float64, ascending; sorted by (cost, id): position = rank with id ties
+    cost: np.ndarray  # float64, ascending; sorted by (cost, id), or see ties_by_id
     length: np.ndarray  # int8, hop count of the best sequence
     surprisal: np.ndarray  # float64 >= 0: -log P(answer); zeros when no temperature given
     nodes: np.ndarray | None = None  # each answer's node id (node columns), for its witness
     names: Mapping[int, str] | None = field(default=None, repr=False, compare=False)
+    # False: equal costs are in node-id order, not entity-id order (a search whose answers
+    # were left unnamed: `ordered` and `group` name the few answers that need it)
+    ties_by_id: bool = True
 
     def __len__(self) -> int:
         return len(self.cost)
@@ -58,10 +61,26 @@ class AnswerColumns:
             return self.named[k]
         return name_all(self.names, [int(self.nodes[k])])[0]  # type: ignore[arg-type, index]
 
+    def ordered(self, positions: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """`positions` in rank order: by score, then cost, then entity id (naming only
+        these answers when ties are not already in id order)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.ties_by_id or len(positions) < 2:
+            return positions[np.lexsort((positions, scores[positions]))]
+        ids = name_all(self.names, self.nodes[positions].tolist())  # type: ignore[arg-type, index]
+        by_id = np.empty(len(ids), dtype=np.int64)
+        by_id[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        return positions[np.lexsort((by_id, self.cost[positions], scores[positions]))]
+
     @property
     def group(self) -> int:
         """The question's group: the length of its best answer's best sequence (0: none)."""
-        return int(self.length[0]) if len(self.length) else 0
+        if not len(self.length):
+            return 0
+        top = np.flatnonzero(self.cost == self.cost[0])  # the best answers (cost ascending)
+        if self.ties_by_id or (self.length[top] == self.length[0]).all():
+            return int(self.length[0])
+        return int(self.length[self.ordered(top, self.cost)[0]])  # the best by id
 
 
 def _softmax(costs: np.ndarray, temperature: float) -> np.ndarray:
@@ -114,8 +133,10 @@ def answer_columns(
     node_columns = len(ukeys) and ukeys[0] >= 0  # sorted keys: dict ends' codes are < 0
     id_rank = getattr(retrieval, "id_rank", None) if node_columns else None
     topic_nodes = getattr(retrieval, "topic_nodes", None) if node_columns else None
+    # the ends were left unnamed (treeg's defer_names): equal costs stay in node order
+    deferred = bool(node_columns) and getattr(retrieval, "names_deferred", False)
     # a search's columns (node id order and topic nodes known) are named on first use
-    lazy = id_rank is not None and (topics_are_answers or topic_nodes is not None)
+    lazy = (id_rank is not None or deferred) and (topics_are_answers or topic_nodes is not None)
     ids = None if lazy else _names(retrieval, cands, ukeys)
     if not topics_are_answers:
         if ids is None:
@@ -129,12 +150,16 @@ def answer_columns(
             ids = None if ids is None else list(compress(ids, keep.tolist()))
     if id_rank is not None:  # every node's id order known: one numeric sort
         rank = np.lexsort((id_rank(ukeys), ucost))
+    elif ids is None:  # unnamed: ties by node id (AnswerColumns.ordered names the few shown)
+        rank = np.lexsort((ukeys, ucost))
     else:
         rank = rank_by_cost_then_id(ucost, ids)
     nodes = ukeys[rank] if node_columns else None
     if ids is None:
         names = cands[0].ends.names
-        return AnswerColumns(None, ucost[rank], ulen[rank], surprisal[rank], nodes, names)
+        by_id = id_rank is not None
+        cols = ucost[rank], ulen[rank], surprisal[rank]
+        return AnswerColumns(None, *cols, nodes, names, ties_by_id=by_id)
     ranked = list(map(ids.__getitem__, rank.tolist()))
     return AnswerColumns(ranked, ucost[rank], ulen[rank], surprisal[rank], nodes)
 

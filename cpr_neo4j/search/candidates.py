@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import ChainMap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,15 +35,10 @@ class Ends(Mapping[str, "str | None"]):
 
     def _dict(self) -> dict[str, str | None]:
         if self._named is None:
-            names = self.names
-            try:  # in id order, as the string-set version built them
-                pairs = sorted(
-                    (names[v], names[p])
-                    for v, p in zip(self.nodes.tolist(), self.preds.tolist(), strict=True)
-                )
-            except KeyError as exc:  # a node vanished between two hops' round trips
-                raise RuntimeError(f"the graph changed during retrieval (node {exc})") from exc
-            self._named = dict(pairs)
+            ends = name_all(self.names, self.nodes.tolist())
+            preds = name_all(self.names, self.preds.tolist())
+            # in id order, as the string-set version built them
+            self._named = dict(sorted(zip(ends, preds, strict=True)))
         return self._named
 
     def __getitem__(self, entity: str) -> str | None:
@@ -78,6 +73,8 @@ class Retrieval:
     )
     # the topics' node ids (a search's), so node columns drop topic ends without names
     topic_nodes: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # the last hop's ends came without their ids (DeferredNames names them when read)
+    names_deferred: bool = False
     _index: dict[RelPath, Candidate] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -106,11 +103,10 @@ class Retrieval:
     def _answer_costs_by_node(self, cands: list[Candidate]) -> dict[str, float]:
         """answer_costs over node columns; keeps the end nodes' names for `witness`."""
         nodes, costs = _best_by_node(cands)
-        names = cands[0].ends.names  # type: ignore[attr-defined]
+        names = name_all(cands[0].ends.names, nodes.tolist())  # type: ignore[attr-defined]
         topics = self._banned()
         best: dict[str, float] = {}
-        for n, c in zip(nodes.tolist(), costs.tolist(), strict=True):
-            name = names[n]
+        for n, name, c in zip(nodes.tolist(), names, costs.tolist(), strict=True):
             self._node_of[name] = n
             if name not in topics:
                 best[name] = c
@@ -184,14 +180,47 @@ class Retrieval:
         return chain[::-1]
 
 
+class DeferredNames(Mapping[int, str]):
+    """Entity ids of nodes a search fetched without them (its last hop's neighbours, when
+    the caller shows only a few answers: `cpr ask` on a graph too big to preload), fetched
+    on first read and kept. `load` fetches many in one round trip; a single missing key
+    costs one (put this map last in a ChainMap, so that only unnamed nodes reach it)."""
+
+    def __init__(self, fetch: Callable[[list[int]], dict[int, str]]):
+        self.fetch = fetch
+        self.known: dict[int, str] = {}
+
+    def load(self, nodes: Iterable[int]) -> None:
+        missing = list(dict.fromkeys(n for n in nodes if n not in self.known))
+        if missing:
+            self.known.update(self.fetch(missing))
+
+    def __getitem__(self, node: int) -> str:
+        if node not in self.known:
+            self.load([node])
+        return self.known[node]  # KeyError: no longer an entity of the dataset
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.known)
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+
 def name_all(names: Mapping[int, str], nodes: list[int]) -> list[str]:
     """names[n] for every node, map by map at C speed (a ChainMap looks up in Python; with
-    a shared cache its first map names them all)."""
+    a shared cache its first map names them all); a DeferredNames map fetches the nodes
+    still unnamed when it is reached, in one round trip."""
     maps = names.maps if isinstance(names, ChainMap) else [names]
-    out = list(map(maps[0].get, nodes))
-    for m in maps[1:]:
+    out: list[str | None] = [None] * len(nodes)
+    if not isinstance(maps[0], DeferredNames):
+        out, maps = list(map(maps[0].get, nodes)), maps[1:]
+    for m in maps:
         if None not in out:
             break
+        if isinstance(m, DeferredNames):
+            m.load(n for o, n in zip(out, nodes, strict=True) if o is None)
+            m = m.known
         out = [o if o is not None else m.get(n) for o, n in zip(out, nodes, strict=True)]
     if None in out:  # a node vanished between two hops' round trips
         raise RuntimeError(f"the graph changed during retrieval (node {nodes[out.index(None)]})")

@@ -27,8 +27,9 @@ is a candidate answer, is never expanded, and is not fetched again.
 Speed (search/frontier.py `expand_nodes`): entities are integers (Neo4j node ids) and one
 hop's expansion is a few numpy passes over columns for all sequences at once, instead of
 Python sets of id strings; a hop fetches its frontier by node id, and neighbours' ids come
-back only at the last hop (an earlier hop's are named by the next hop's round trip). The
-result equals the string-set version's (tests/test_treeg_speed.py).
+back only at the last hop (an earlier hop's are named by the next hop's round trip), or,
+with defer_names and a big last frontier, only for the answers read (DeferredNames). The
+result equals the string-set version's (tests/test_treeg_speed.py, test_deferred_names.py).
 
 Batches (`retrieve_many`): a question's search is a generator that yields each hop's request
 and is sent the Adjacency, so many questions advance in lockstep with ONE round trip per
@@ -44,12 +45,13 @@ from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from cpr_neo4j.search.base import Edge, NeighbourSource, RelPath
-from cpr_neo4j.search.candidates import Candidate, Ends, Retrieval
+from cpr_neo4j.search.beam import HintBonus, QueryContext, Scorer, keep
+from cpr_neo4j.search.candidates import Candidate, DeferredNames, Ends, Retrieval
 from cpr_neo4j.search.frontier import (
     Adjacency,
     DictAdjacency,
@@ -68,23 +70,6 @@ __all__ = [  # the result types live in search/candidates.py; callers import the
     "retrieve_many",
     "retrieve_naive",
 ]
-
-QueryContext = Any  # opaque per-question object made by Scorer.question
-HintBonus = Callable[[list[RelPath]], np.ndarray]
-
-
-class Scorer(Protocol):
-    model_id: str
-
-    def question(self, masked_text: str) -> QueryContext: ...
-
-    def score(self, ctx: QueryContext, paths: Sequence[RelPath]) -> np.ndarray:
-        """Costs V (lower = more plausible), one per path."""
-        ...
-
-    def similarity(self, texts_a: list[str], texts_b: list[str]) -> np.ndarray:
-        """Cosine matrix of shape (len(texts_a), len(texts_b))."""
-        ...
 
 
 class AdjacencySource(Protocol):
@@ -106,13 +91,17 @@ def retrieve(
     hint_bonus: HintBonus | None = None,
     hint_beta: float = 0.0,
     topic_answers: bool = False,
+    defer_names: bool = False,
 ) -> Retrieval:
     """TreeG over relation sequences: exactly one round trip per hop (fewer only when a hop
     leaves nothing to expand). topic_answers: a path may end on a topic (the dataset's
-    convention, records.topic_answers), which then counts as an answer."""
+    convention, records.topic_answers), which then counts as an answer. defer_names: the
+    last hop's neighbours come without their entity ids, which a source with `name_nodes`
+    then gives for the few answers read (`cpr ask`: a 3-hop search reaches thousands)."""
     adjacency = getattr(source, "adjacency", None) or DictAdjacency(source.neighbours).adjacency
     job = Job(ctx, topics, hint_bonus, hint_beta, topic_answers)
-    return _retrieve(adjacency, source, scorer, job, hops, beam_width, active)
+    namer = getattr(source, "name_nodes", None) if defer_names else None
+    return _retrieve(adjacency, source, scorer, job, hops, beam_width, active, namer)
 
 
 def retrieve_naive(
@@ -144,6 +133,11 @@ def retrieve_naive(
 Kept = tuple[RelPath, float, np.ndarray, np.ndarray]  # (path, cost, end nodes, predecessors)
 Fetch = tuple[Sequence[str], Sequence[int], bool]  # one hop's request: ids, node ids, names?
 Search = Generator[Fetch, Adjacency, Retrieval]  # its Retrieval's round_trips are filled later
+Namer = Callable[[list[int]], dict[int, str]]  # node ids -> entity ids (source.name_nodes)
+# defer_names leaves a last hop unnamed from this many frontier entities on (~10 rows each):
+# naming costs ~0.6 us a row (100x MetaQA: 38 ms for a 3-hop frontier's 59k rows), the
+# naming query after it ~1-2 ms, so small frontiers (1- and 2-hop questions) stay named.
+DEFER_NAMES_FROM = 256
 
 
 class Job(NamedTuple):
@@ -188,9 +182,10 @@ def _retrieve(
     hops: int,
     beam_width: int,
     active: int,
+    namer: Namer | None = None,
 ) -> Retrieval:
     _check(hops, beam_width, active)
-    return _drive(fetch, source, [_search(scorer, hops, beam_width, active, job)])[0]
+    return _drive(fetch, source, [_search(scorer, hops, beam_width, active, job, namer)])[0]
 
 
 def _check(hops: int, beam_width: int, active: int) -> None:
@@ -236,9 +231,11 @@ def _search(
     beam_width: int,
     active: int,
     job: Job,
+    namer: Namer | None = None,
 ) -> Search:
     """TreeG for one question as a generator: yields each hop's request, is sent the
-    Adjacency (which may hold other questions' rows too), returns its Retrieval."""
+    Adjacency (which may hold other questions' rows too), returns its Retrieval. namer:
+    the last hop is fetched without neighbour ids, which it gives when they are read."""
     ctx, topics, hint_bonus, hint_beta, cycles = job
     cycles = bool(cycles)  # topic answers: a step may land on a topic (never expanded)
     topics = list(dict.fromkeys(topics))
@@ -247,10 +244,12 @@ def _search(
     frontier: list[NodeBeam] = []
     per_hop: list[list[Kept]] = []
     id_rank = None
+    defer = False
     for t in range(hops):
         last = t == hops - 1
         if t == 0:
-            adj = yield topics, [], last
+            defer = last and namer is not None and len(topics) >= DEFER_NAMES_FROM
+            adj = yield topics, [], last and not defer
             asked = set(topics)  # a batch's frontier holds every question's topics
             topic_nodes = np.array(
                 [n for n, i in adj.frontier.items() if i in asked], dtype=np.int64
@@ -264,7 +263,8 @@ def _search(
                 per_hop.append([])
                 frontier = []
                 continue
-            adj = yield [], ask, last
+            defer = last and namer is not None and len(ask) >= DEFER_NAMES_FROM
+            adj = yield [], ask, last and not defer
         named += [adj.frontier, adj.names]  # a cache may hand over its whole map: no copy
         id_rank = adj.rank
         # expand_nodes reads only edges whose src is one of this question's beam ends
@@ -273,7 +273,7 @@ def _search(
             per_hop.append([])
             frontier = []
             continue
-        kept = _keep(
+        kept = keep(
             children.paths, children.parents, scorer, ctx, beam_width, active, hint_bonus, hint_beta
         )
         frontier = [children.beam(i) for i in kept]
@@ -283,52 +283,21 @@ def _search(
                 for (i, c), b in zip(kept.items(), frontier, strict=True)
             ]
         )
-    names = ChainMap(*reversed(named))  # the latest hop's names first
+    # the latest hop's names first; unnamed ends (deferred) last, fetched when read
+    deferred = bool(per_hop and per_hop[-1] and defer)
+    names = ChainMap(*reversed(named), *([DeferredNames(namer)] if deferred else []))
     per_hop_candidates = [[_candidate(k, names) for k in hop] for hop in per_hop]
     return Retrieval(
-        topics, per_hop_candidates, 0, cycles, id_rank=id_rank, topic_nodes=topic_nodes
+        topics,
+        per_hop_candidates,
+        0,
+        cycles,
+        id_rank=id_rank,
+        topic_nodes=topic_nodes,
+        names_deferred=deferred,
     )
-
-
-def _keep(
-    paths: list[RelPath],
-    parents: list[int],
-    scorer: Scorer,
-    ctx: QueryContext,
-    beam_width: int,
-    active: int,
-    hint_bonus: HintBonus | None,
-    hint_beta: float,
-) -> dict[int, float]:
-    """Kept children (index -> cost, best first): per parent its top-B, then the global
-    top-A; ties break on the sequence."""
-    costs = _costs(scorer, ctx, paths, hint_bonus, hint_beta)
-    by_parent: dict[int, list[int]] = {}
-    for i, parent in enumerate(parents):
-        by_parent.setdefault(parent, []).append(i)
-    kept = [
-        i
-        for idx in by_parent.values()
-        for i in sorted(idx, key=lambda j: (costs[j], paths[j]))[:beam_width]
-    ]
-    return {j: costs[j] for j in sorted(kept, key=lambda j: (costs[j], paths[j]))[:active]}
 
 
 def _candidate(kept: Kept, names: Mapping[int, str]) -> Candidate:
     path, cost, ends, preds = kept
     return Candidate(path, cost, Ends(ends, preds, names))
-
-
-def _costs(
-    scorer: Scorer,
-    ctx: QueryContext,
-    paths: list[RelPath],
-    hint_bonus: HintBonus | None,
-    hint_beta: float,
-) -> np.ndarray:
-    v = np.asarray(scorer.score(ctx, paths), dtype=float).reshape(-1)
-    if v.shape[0] != len(paths):
-        raise ValueError(f"scorer returned {v.shape[0]} costs for {len(paths)} paths")
-    if hint_bonus is not None and hint_beta != 0.0:
-        v = v - hint_beta * np.asarray(hint_bonus(paths), dtype=float).reshape(-1)
-    return np.where(np.isnan(v), np.inf, v)  # a NaN cost must not win a sort

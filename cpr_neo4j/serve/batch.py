@@ -141,6 +141,7 @@ class BatchedRetriever:
         topics: list[str],
         text: str | None = None,
         question: str | None = None,
+        defer_names: bool = False,  # moot: the batch's cached rows are named
     ) -> Retrieval:
         found = self._calls.submit((masked_question, topics, text, question))
         if isinstance(found, CprError):

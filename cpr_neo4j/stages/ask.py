@@ -76,12 +76,13 @@ def link_question(session: Session, text: str, entity: Entity) -> Linked:
 
 def search(session: Session, text: str, linked: Linked) -> tuple[Linked, Retrieval]:
     """TreeG from each of the question's readings; the best-scoring one is taken."""
+    run = session.retriever.run  # it names only the answers it shows (defer_names)
     if len(linked.choices) == 1:
-        return linked, session.retriever.run(linked.masked, _topic_ids(linked), text)
+        return linked, run(linked.masked, _topic_ids(linked), text, defer_names=True)
     found: list = []  # one search per reading (`cpr serve` batches each with others)
     for ids, m in linked.choices:
         try:
-            found.append(session.retriever.run(m, ids, text))
+            found.append(run(m, ids, text, defer_names=True))
         except CprError as exc:
             found.append(exc)
     i, chosen = choose(linked, found, session.fields["entity"])
@@ -208,7 +209,6 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
             f"answer for only about {percent(cal.get('recall', math.nan))} of questions "
             f"(the calibration's retrieval recall), not {percent(1 - req.alpha)}"
         )
-    order = np.lexsort((np.arange(len(scores)), scores))  # ties: rank by (cost, id)
     inside = cut_set(scores, th, req)
     relpaths: dict[str, RelPath] = {}
 
@@ -218,9 +218,13 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
         relpaths[entity], chain, _ = retrieval.witness(entity, node)
         return Answer(entity, entity, rank, float(scores[k]), "", chain)
 
-    kept = order[inside[order]].tolist()
+    kept = cols.ordered(np.flatnonzero(inside), scores).tolist()  # by (score, cost, id)
     answers = [answer_at(i + 1, k) for i, k in enumerate(kept)]
-    best_outside = answer_at(1, int(order[0])) if not answers and len(order) else None
+    best_outside = None
+    if not answers and len(scores):  # the top-ranked answer, among those of the best score
+        first = int(np.lexsort((np.arange(len(scores)), scores))[0])
+        tied = np.flatnonzero(scores == scores[first]) if np.isfinite(scores[first]) else [first]
+        best_outside = answer_at(1, int(cols.ordered(tied, scores)[0]))
     guaranteed = th.attainable and session.no_guarantee is None
     return Draft(text, linked, answers, best_outside, relpaths, th, guaranteed, notes)
 

@@ -182,12 +182,14 @@ class Retriever:
         topics: list[str],
         text: str | None = None,
         question: str | None = None,
+        defer_names: bool = False,
     ) -> Retrieval:
         """TreeG for one question. The hint LLM reads the masked question (the entity is
         ENT) and the relations around the topics: its reply depends on the question's form
         and the graph, not the name, and MetaQA's masked prompts repeat (cache hits).
         `text` (unmasked) is accepted for callers that have it; hints do not use it.
-        `question`: the dataset's question id, needed under SUBGRAPH scope."""
+        `question`: the dataset's question id, needed under SUBGRAPH scope. defer_names:
+        answers are named when read (treeg.retrieve), for a caller that reads a few."""
         s = self.settings
         source = self.scoped(question)
         job = self.job(masked_question, topics, question)
@@ -202,6 +204,7 @@ class Retriever:
             hint_bonus=job.hint_bonus,
             hint_beta=job.hint_beta,
             topic_answers=s.topic_answers,
+            defer_names=defer_names,
         )
 
     def run_many(
