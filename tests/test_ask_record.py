@@ -152,3 +152,45 @@ def test_mediators_are_the_recorded_path_entities_named_by_a_mid_or_not_named_he
     names = {"Ann": "Ann", "m.0cvt": "m.0cvt", "Eve": "Eve", "Nameless": None, "m.0late": "m.0late"}
     # m.0new is not among the names looked up: the write checks it in Neo4j
     assert mediators(answers, names) == ["m.0cvt", "m.0new"]
+
+
+def _one(ask_id: str) -> dict:
+    answer = {"id": "Bob", "rank": 1, "cost": 0.1, "path": "Ann <-starred_actors- Film"}
+    return ask(ask_id, [answer | hops(["Ann", "Film"], ["starred_actors"], [False])])
+
+
+def _count(store, ask_id: str) -> tuple[int, int]:
+    """(:Ask nodes with this id, answers its record holds)."""
+    n = store.query("MATCH (a:Ask {id: $id}) RETURN count(a) AS n", {"id": ask_id})[0][0]["n"]
+    rows = store.read("ask_record", id=ask_id)
+    return n, len(rows[0]["answers"]) if rows else 0
+
+
+@pytest.mark.parametrize("written_first", [True, False])
+def test_an_ask_write_that_fails_is_finished_once_without_duplicates(
+    store, tiny, monkeypatch, written_first
+):
+    """The :Ask write is one auto-commit transaction (one round trip). When it fails, the
+    outcome may be unknown (the connection went after the commit) or nothing was written
+    (a transient error): each ask is then written once, never twice, and never refused."""
+    from neo4j.exceptions import ServiceUnavailable, TransientError
+
+    real = type(store).write_once
+
+    def failing(self, name, /, **params):
+        if written_first:  # committed, then the connection dropped before the reply
+            real(self, name, **{**params, "asks": params["asks"][:1]})
+            raise ServiceUnavailable("connection lost")
+        raise TransientError("deadlock, rolled back")
+
+    monkeypatch.setattr(type(store), "write_once", failing)
+    assert records.save_asks(store, [_one("ask-fail-1"), _one("ask-fail-2")]) == set()
+    assert _count(store, "ask-fail-1") == (1, 1)
+    assert _count(store, "ask-fail-2") == (1, 1)
+
+
+def test_an_ask_write_is_one_auto_commit_transaction(store, tiny, monkeypatch):
+    """No managed (retried) transaction on the ask path unless the one round trip fails."""
+    monkeypatch.setattr(type(store), "write_rows", lambda *a, **k: pytest.fail("managed write"))
+    assert records.save_asks(store, [_one("ask-once")]) == set()
+    assert _count(store, "ask-once") == (1, 1)

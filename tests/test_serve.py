@@ -28,6 +28,7 @@ from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph import records
 from cpr_neo4j.serve.app import create_app
 from cpr_neo4j.serve.auth import check_bind, is_loopback
+from cpr_neo4j.serve.schemas import AskResponse
 
 pytestmark = pytest.mark.neo4j
 
@@ -102,6 +103,25 @@ def test_ask_answers_with_paths_and_records_the_ask(client, asked, store):
     )[0]
     assert rows and rows[0]["n"] == len(body["answers"]) and rows[0]["m"] == body["model_id"]
     assert client.get("/health").json()["models_loaded"].get(body["model_id"], 0) >= 1
+
+
+def test_ask_json_is_what_fastapi_would_make_of_the_model(client, asked):
+    """/ask serialises its AskResponse itself (no second validation); /ask/batch items still
+    go through FastAPI: the same question gives the same JSON, ids of the record aside."""
+    one = ask(client, asked, question=QUESTION).json()
+    assert AskResponse.model_validate(one).model_dump(mode="json") == one
+    r = client.post(
+        "/ask/batch",
+        json={"requests": [{"alpha": 0.1, "hops": 2, "dataset": "metaqa", "question": QUESTION}]},
+    )
+    item = r.json()["results"][0]["result"]
+    asked.append(item["ask_id"])
+    per_ask = {"ask_id", "browser_url", "cypher"}
+    assert {k: v for k, v in one.items() if k not in per_ask} == {
+        k: v for k, v in item.items() if k not in per_ask
+    }
+    schema = client.get("/openapi.json").json()["paths"]["/ask"]["post"]["responses"]["200"]
+    assert schema["content"]["application/json"]["schema"]["$ref"].endswith("/AskResponse")
 
 
 def test_concurrent_asks_match_sequential_ones(client, asked):

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
+
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph.store import GraphStore
 
@@ -196,7 +198,15 @@ def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> set[str]:
         }
         for a in asks
     ]
-    found = store.write_rows("create_ask", asks=rows)
+    try:
+        found = store.write_once("create_ask", asks=rows)  # one round trip: ask latency
+    except (TransientError, ServiceUnavailable, SessionExpired):
+        # Rolled back (transient), or the connection went with the outcome unknown: write
+        # in a retried transaction those not already there (ask ids are unique and random,
+        # so one found is this write's own; a stale one was not written and is checked again).
+        there = {r["id"] for r in store.read_leader("asks_existing", ids=[r["id"] for r in rows])}
+        rows = [r for r in rows if r["id"] not in there]
+        found = store.write_rows("create_ask", asks=rows) if rows else []
     return set(found[0]["stale"]) if found else set()
 
 

@@ -115,6 +115,17 @@ class GraphStore:
             records = list(result)
             return records, result.consume()
 
+    def write_once(self, name: str, /, **params: Any) -> list:
+        """Records of a named write statement run as ONE auto-commit transaction: one round
+        trip, where a managed one (write_rows) adds BEGIN and COMMIT (an :Ask write took
+        3.8 ms managed, 3.1 ms so; docs/benchmarks.md). Never retried here: the caller
+        decides what a failure left written (records.save_asks)."""
+        with self.driver.session(
+            database=self.database,
+            bookmark_manager=self.driver.execute_query_bookmark_manager,  # reads see it
+        ) as session:
+            return list(session.run(Query(statement(name)), params))
+
     def autocommit(self, name: str, /, **params: Any):
         """Run a named statement in an implicit transaction (needed by CALL {} IN TRANSACTIONS)."""
         with self.driver.session(database=self.database) as session:
@@ -123,6 +134,11 @@ class GraphStore:
     def read(self, name: str, /, **params: Any) -> list:
         """Records of the named read statement (routed to a reader in a cluster)."""
         return self.query(statement(name), params)[0]
+
+    def read_leader(self, name: str, /, **params: Any) -> list:
+        """Records of a named read run where writes go (a cluster's leader), so it sees
+        every committed write, in a retried transaction."""
+        return self.query(statement(name), params, write=True)[0]
 
     def write(self, name: str, /, **params: Any):
         """Run a named write statement; returns its summary counters."""
