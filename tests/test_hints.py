@@ -14,14 +14,11 @@ import pytest
 
 from cpr_neo4j.errors import BadInput, CprError, HintFailed
 from cpr_neo4j.search import hints as hints_mod
+from cpr_neo4j.search import llm_hints
 from cpr_neo4j.search.base import InMemoryGraph, Step
-from cpr_neo4j.search.hints import (
-    NoHints,
-    OpenAIHints,
-    hint_bonus,
-    parse_chains,
-    relation_lookup,
-)
+from cpr_neo4j.search.hint_replies import parse_chains, relation_lookup
+from cpr_neo4j.search.hints import NoHints, hint_bonus
+from cpr_neo4j.search.llm_hints import OpenAIHints
 
 RELS = ["directed_by", "starred_actors", "has_genre", "release_year"]
 
@@ -88,7 +85,7 @@ class _ChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append({"path": self.path, "body": body})
                 question = body["messages"][-1]["content"]
-                if question == hints_mod._REPAIR:  # the corrective follow-up
+                if question == llm_hints._REPAIR:  # the corrective follow-up
                     question = "good" if "fixable" in body["messages"][-3]["content"] else "bad"
                 if "crash" in question:
                     self.send_response(500)
@@ -234,7 +231,7 @@ def test_in_process_vllm_without_a_gpu_is_one_line():
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: bench/gpu_check.py exercises vLLM")
     with pytest.raises(CprError, match="need a CUDA GPU") as info:
-        hints_mod.VllmHints("Qwen/Qwen3-0.6B")
+        llm_hints.VllmHints("Qwen/Qwen3-0.6B")
     assert "\n" not in str(info.value)
 
 
@@ -275,7 +272,7 @@ def test_no_hints_and_vllm_missing(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_vllm)
     with pytest.raises(CprError, match="vLLM"):
-        hints_mod.VllmHints("Qwen/Qwen3-8B")
+        llm_hints.VllmHints("Qwen/Qwen3-8B")
 
 
 class WordScorer:

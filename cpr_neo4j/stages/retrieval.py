@@ -17,14 +17,8 @@ from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import NeighbourSource
-from cpr_neo4j.search.hints import (
-    DEFAULT_LLM_MODEL,
-    HintProvider,
-    NoHints,
-    OpenAIHints,
-    VllmHints,
-    hint_bonus,
-)
+from cpr_neo4j.search.hints import DEFAULT_LLM_MODEL, HintProvider, NoHints, hint_bonus
+from cpr_neo4j.search.llm_hints import OpenAIHints, VllmHints
 from cpr_neo4j.search.treeg import Job, Retrieval, retrieve, retrieve_many
 
 # Relations around the topic entity for the hint prompt: entities looked at per hop beyond
