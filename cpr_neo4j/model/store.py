@@ -23,7 +23,7 @@ from cpr_neo4j.model.encoder import TEXT_FORMAT, TextEncoder
 from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.train import TrainReport
-from cpr_neo4j.search.puct import RelationPriors
+from cpr_neo4j.search.puct_stats import RelationPriors
 
 WEIGHTS = "weights.npz"
 OLD_WEIGHTS = "weights.pt"  # torch.save of the state_dict, before weights.npz

@@ -31,7 +31,8 @@ from cpr_neo4j.model.store import save_scorer
 from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.base import Step
-from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector, RelationPriors
+from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector
+from cpr_neo4j.search.puct_stats import RelationPriors
 from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.scoring import fit_temperature
