@@ -105,29 +105,29 @@ def test_default_memory_follows_the_machine():
 
 
 def test_memory_precedence_and_persistence(tmp_path, monkeypatch):
-    from cpr_neo4j.neo4j_server import server
+    from cpr_neo4j.neo4j_server import conf as neo4j_conf
 
     monkeypatch.setenv("CPR_HOME", str(tmp_path))
     for var in ("CPR_NEO4J_HEAP", "CPR_NEO4J_PAGECACHE"):
         monkeypatch.delenv(var, raising=False)
-    assert server.resolve_memory() == default_memory()  # no conf yet
+    assert neo4j_conf.resolve_memory() == default_memory()  # no conf yet
     conf = tmp_path / "neo4j" / "conf" / "neo4j.conf"
     conf.parent.mkdir(parents=True)
     conf.write_text("server.http.listen_address=127.0.0.1:7474\n")
-    server._persist_memory(server.resolve_memory("1g", "768m"))
+    neo4j_conf.persist_memory(neo4j_conf.resolve_memory("1g", "768m"))
     text = conf.read_text()
     assert "server.http.listen_address=127.0.0.1:7474" in text  # other lines kept
     assert "server.memory.heap.max_size=1g" in text and "server.memory.heap.initial_size=1g" in text
-    assert server.configured_memory() == ServerMemory("1g", "768m")
-    assert server.resolve_memory() == ServerMemory("1g", "768m")  # kept for later starts
+    assert neo4j_conf.configured_memory() == ServerMemory("1g", "768m")
+    assert neo4j_conf.resolve_memory() == ServerMemory("1g", "768m")  # kept for later starts
     monkeypatch.setenv("CPR_NEO4J_PAGECACHE", "3g")
-    assert server.resolve_memory() == ServerMemory("1g", "3g")  # environment over the file
-    assert server.resolve_memory(pagecache="2g") == ServerMemory("1g", "2g")  # option over both
-    server._persist_memory(ServerMemory("2g", "2g"))
+    assert neo4j_conf.resolve_memory() == ServerMemory("1g", "3g")  # environment over the file
+    assert neo4j_conf.resolve_memory(pagecache="2g") == ServerMemory("1g", "2g")  # option over both
+    neo4j_conf.persist_memory(ServerMemory("2g", "2g"))
     assert conf.read_text().count("server.memory.pagecache.size=") == 1
     conf.write_text(conf.read_text().replace("heap.max_size=2g", "heap.max_size=lots"))
     with pytest.raises(BadInput, match=r"server.memory.heap.max_size in .*neo4j.conf 'lots'"):
-        server.resolve_memory()
+        neo4j_conf.resolve_memory()
 
 
 def test_cli_refuses_bad_sizes_before_installing(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from cpr_neo4j.neo4j_server import conf as neo4j_conf
 from cpr_neo4j.neo4j_server import server
 from tests.conftest import run_cpr
 
@@ -41,7 +42,7 @@ def test_lifecycle(tmp_path, neo4j_settings):
     assert "server.default_listen_address=127.0.0.1" in conf
     assert "dbms.security.auth_enabled=true" in conf
     assert "server.memory.heap.max_size=" in conf and "server.memory.pagecache.size=" in conf
-    assert server.FAST_STOP in conf.splitlines()
+    assert neo4j_conf.FAST_STOP in conf.splitlines()
 
     down = cpr(home, "neo4j", "status")
     assert down.returncode == 1 and len(down.stdout.strip().splitlines()) == 1
@@ -88,7 +89,7 @@ def test_a_conf_written_before_the_fast_stop_gets_it_once(tmp_path, monkeypatch)
     conf = tmp_path / "neo4j" / "conf" / "neo4j.conf"
     conf.parent.mkdir(parents=True)
     conf.write_text("server.default_listen_address=127.0.0.1\n")
-    server._ensure_fast_stop()
-    server._ensure_fast_stop()
+    neo4j_conf.ensure_fast_stop()
+    neo4j_conf.ensure_fast_stop()
     lines = conf.read_text().splitlines()
-    assert lines == ["server.default_listen_address=127.0.0.1", server.FAST_STOP]
+    assert lines == ["server.default_listen_address=127.0.0.1", neo4j_conf.FAST_STOP]
