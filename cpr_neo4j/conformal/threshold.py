@@ -23,6 +23,7 @@ sets and absorbs what another machine's or backend's sums move (the canary bound
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterable, Mapping
@@ -163,10 +164,11 @@ def smallest_alpha(n: int, n_finite: int, delta: float | None = None) -> float:
     return 1.0 - lo
 
 
+@functools.lru_cache(maxsize=256)  # asked several times per request (group floors)
 def min_questions(alpha: float, delta: float | None = None) -> int:
     """Calibration questions needed for a finite tau at alpha, with perfect recall."""
-    a = Fraction(alpha).limit_denominator(10**9)
     if delta is None:
+        a = Fraction(alpha).limit_denominator(10**9)
         return math.ceil((1 - a) / a)
     return math.ceil(math.log(delta) / math.log(1 - alpha))  # (1-alpha)^n <= delta
 
