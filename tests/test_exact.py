@@ -61,6 +61,18 @@ def test_a_row_gives_the_same_bits_in_any_batch_position_and_thread_count():
     assert np.abs(whole - plain).max() <= 2e-6 * np.abs(plain).max()
 
 
+def test_every_shape_of_a_few_rows_gives_the_plain_products_bits():
+    """A few rows go one vector-matrix product each, or padded to the BLAS's tile
+    (exact._product): the same bits as one plain product, for every row count tried."""
+    x, w = operands(3, 70, 256, 1536)
+    matrix = exact.ExactMatrix(w)
+    xr = exact.rounded(x, 1, matrix.beta)
+    plain = (xr @ matrix.w).astype(np.float32)
+    for m in range(1, 71):
+        assert np.array_equal(matrix.times(x[:m]), plain[:m]), m
+        assert np.array_equal(exact._product(xr[-m:], matrix.w), xr[-m:] @ matrix.w), m
+
+
 def test_row_dots_and_empty_rows():
     x, w = operands(3, 7, 384, 7)
     d = exact.row_dots(x, w.T)
