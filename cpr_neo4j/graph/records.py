@@ -204,7 +204,8 @@ def save_asks(store: GraphStore, asks: Sequence[Mapping[str, Any]]) -> set[str]:
         # Rolled back (transient), or the connection went with the outcome unknown: write
         # in a retried transaction those not already there (ask ids are unique and random,
         # so one found is this write's own; a stale one was not written and is checked again).
-        there = {r["id"] for r in store.read_leader("asks_existing", ids=[r["id"] for r in rows])}
+        # (read where writes go, a cluster's leader, so that it sees every commit)
+        there = {r["id"] for r in store.write_rows("asks_existing", ids=[r["id"] for r in rows])}
         rows = [r for r in rows if r["id"] not in there]
         found = store.write_rows("create_ask", asks=rows) if rows else []
     return set(found[0]["stale"]) if found else set()

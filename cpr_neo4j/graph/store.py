@@ -135,11 +135,6 @@ class GraphStore:
         """Records of the named read statement (routed to a reader in a cluster)."""
         return self.query(statement(name), params)[0]
 
-    def read_leader(self, name: str, /, **params: Any) -> list:
-        """Records of a named read run where writes go (a cluster's leader), so it sees
-        every committed write, in a retried transaction."""
-        return self.query(statement(name), params, write=True)[0]
-
     def write(self, name: str, /, **params: Any):
         """Run a named write statement; returns its summary counters."""
         return self.query(statement(name), params, write=True)[1].counters

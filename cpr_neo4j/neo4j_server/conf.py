@@ -91,9 +91,9 @@ def ensure_fast_stop() -> None:
 
 
 def write_conf(bolt_port: int, http_port: int, memory: ServerMemory) -> None:
-    conf = home() / "conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    (conf / "neo4j.conf").write_text(
+    path = conf_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
         "# Written by `cpr neo4j install`: loopback only, authentication on.\n"
         "server.default_listen_address=127.0.0.1\n"
         f"server.bolt.listen_address=127.0.0.1:{bolt_port}\n"
