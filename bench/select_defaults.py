@@ -26,9 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpr_neo4j.conformal.mondrian import Mondrian  # noqa: E402
 from cpr_neo4j.conformal.risk import FnrCurve, GroupedFnr  # noqa: E402
-from cpr_neo4j.conformal.scores import family_scores, fit_temperature  # noqa: E402
+from cpr_neo4j.conformal.scores import family_scores  # noqa: E402
 from cpr_neo4j.conformal.sets import SetCounter  # noqa: E402
 from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
+from cpr_neo4j.conformal.temperature import fit_temperature  # noqa: E402
 from cpr_neo4j.conformal.threshold import rank  # noqa: E402
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from cpr_neo4j.conformal import scores as sc
+from cpr_neo4j.conformal.temperature import fit_temperature
 from cpr_neo4j.errors import BadInput
 
 EPS = np.finfo(float).eps
@@ -145,7 +146,7 @@ def test_fit_temperature_minimises_the_gold_log_loss():
         p = sc.softmax_probs(c[i * k : (i + 1) * k], T0)
         g[i * k + rng.choice(k, p=p)] = True
     g[:k] = False  # one question without gold: it is left out of the mean
-    fit = sc.fit_temperature(q, c, g)
+    fit = fit_temperature(q, c, g)
     assert fit.loss == pytest.approx(_brute_loss(q, c, g, fit.T), rel=1e-9)
     assert fit.loss <= fit.losses.min() + 1e-12 and not fit.at_edge
     h = 0.05 * fit.T
@@ -155,4 +156,4 @@ def test_fit_temperature_minimises_the_gold_log_loss():
     se = 1 / math.sqrt((nq - 1) * curvature)
     assert abs(fit.T - T0) < 4 * se
     with pytest.raises(BadInput):
-        sc.fit_temperature(q, c, np.zeros_like(g))
+        fit_temperature(q, c, np.zeros_like(g))

@@ -19,7 +19,6 @@ recomputes the same scores with `from_spec`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,7 @@ def centred(c, centre: float) -> np.ndarray:
 
 def softmax_probs(c, T: float) -> np.ndarray:
     """p_i = exp(-c_i/T) / sum_j exp(-c_j/T), shifted by min(c) so nothing overflows."""
-    c = _finite(np.asarray(c, dtype=float))
+    c = finite_costs(np.asarray(c, dtype=float))
     if not c.size:
         return c.copy()
     e = np.exp(-(c - c.min()) / _positive(T, "T"))
@@ -125,7 +124,7 @@ class _Segments:
     def probs(self, T: float) -> np.ndarray:
         """Softmax per question, per sorted candidate (the same operations as
         softmax_probs: reduceat sums a segment pairwise, as ndarray.sum does)."""
-        _finite(self.c)
+        finite_costs(self.c)
         e = np.exp(-(self.c - self.c[self.starts][self.seg]) / _positive(T, "T"))
         return e / np.add.reduceat(e, self.starts)[self.seg] if e.size else e
 
@@ -234,69 +233,6 @@ def from_spec(qidx, cost, spec: Mapping[str, Any], **inputs: Any) -> np.ndarray:
     return family_scores(qidx, cost, str(spec["family"]), **params, **inputs)
 
 
-# ---------------------------------------------------------------- temperature
-
-
-@dataclass
-class TemperatureFit:
-    T: float
-    loss: float  # mean -log(gold mass) at T
-    grid: np.ndarray
-    losses: np.ndarray  # the loss curve over grid
-    at_edge: bool  # the best grid point was an end of the grid: widen it
-
-
-def fit_temperature(qidx, cost, gold, grid=None, refine: int = 25) -> TemperatureFit:
-    """T minimising the mean over questions with a gold candidate of -log(sum of p_i over
-    gold i): a log-spaced grid, then golden-section search on log T between the best grid
-    point's neighbours. Fit it on training questions, not the calibration split: a T tuned
-    on the calibration scores makes the score depend on them. Each evaluation is one exp
-    over the table (~0.2 s per 7M candidates); 25 grid points (x1.8 apart) and 25
-    golden-section steps (interval / 1.6e5) keep it to ~50."""
-    q = np.asarray(qidx, dtype=np.int64)
-    c = _finite(np.asarray(cost, dtype=float))
-    g = np.asarray(gold, dtype=bool)
-    if not g.any():
-        raise BadInput("no question has a gold candidate: the temperature is undefined")
-    nq = int(q.max()) + 1
-    cmin = np.full(nq, np.inf)
-    gmin = np.full(nq, np.inf)
-    np.minimum.at(cmin, q, c)
-    np.minimum.at(gmin, q[g], c[g])
-    has = np.isfinite(gmin)
-    d_all = c - cmin[q]  # >= 0: exp never overflows
-    qg = q[g]
-    d_gold = c[g] - gmin[qg]
-    gap = (gmin - cmin)[has]
-
-    def loss(T: float) -> float:
-        z = np.bincount(q, weights=np.exp(-d_all / T), minlength=nq)[has]
-        zg = np.bincount(qg, weights=np.exp(-d_gold / T), minlength=nq)[has]
-        return float(np.mean(gap / T + np.log(z) - np.log(zg)))
-
-    grid = np.geomspace(1e-3, 1e3, 25) if grid is None else np.asarray(grid, dtype=float)
-    losses = np.array([loss(float(t)) for t in grid])
-    i = int(np.argmin(losses))
-    lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
-    best_t, best = float(grid[i]), float(losses[i])
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-    fa, fb = loss(math.exp(a)), loss(math.exp(b))
-    for _ in range(refine if hi > lo else 0):
-        if fa <= fb:
-            hi, b, fb = b, a, fa
-            a = hi - ratio * (hi - lo)
-            fa = loss(math.exp(a))
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + ratio * (hi - lo)
-            fb = loss(math.exp(b))
-    for t, f in ((math.exp(a), fa), (math.exp(b), fb)):
-        if f < best:
-            best_t, best = t, f
-    return TemperatureFit(best_t, best, grid, losses, i in (0, len(grid) - 1))
-
-
 # ---------------------------------------------------------------- checks
 
 
@@ -318,7 +254,8 @@ def _nonneg(x: float, name: str) -> float:
     return float(x)
 
 
-def _finite(c: np.ndarray) -> np.ndarray:
+def finite_costs(c: np.ndarray) -> np.ndarray:
+    """c itself; BadInput when a cost is not finite (probabilities need finite costs)."""
     if c.size and not np.isfinite(c).all():
         raise BadInput("probability-based scores need finite candidate costs")
     return c
