@@ -36,7 +36,7 @@ def relation_lookup(relations: list[str]) -> dict[str, str]:
     return table
 
 
-def _parse(reply: str, relations: list[str], hops: int) -> tuple[list[list[str]], int]:
+def parse_reply(reply: str, relations: list[str], hops: int) -> tuple[list[list[str]], int]:
     """(valid chains, how many were dropped); HintFailed when there is no chains list."""
     data = _loads(reply)
     if isinstance(data, dict):
@@ -72,16 +72,16 @@ def parse_chains(
     relation_lookup. A chain with any invented relation, a non-string item, or more than
     `hops` relations is dropped whole (a partial chain would mean another path).
     """
-    chains, dropped = _checked(reply, relations, hops)
+    chains, dropped = checked_chains(reply, relations, hops)
     if dropped:
         log.warning("dropped %d malformed/invented/too-long hint chain(s)", dropped)
     return chains[:max_chains]
 
 
-def _checked(reply: str, relations: list[str], hops: int) -> tuple[list[list[str]], int]:
+def checked_chains(reply: str, relations: list[str], hops: int) -> tuple[list[list[str]], int]:
     """Valid chains and how many were dropped (providers sum these into their stats line
     rather than warning once per question)."""
-    chains, dropped = _parse(reply, relations, hops)
+    chains, dropped = parse_reply(reply, relations, hops)
     if len(chains) > MAX_CHAINS:
         log.warning("hint reply had %d chains; keeping the first %d", len(chains), MAX_CHAINS)
     return chains[:MAX_CHAINS], dropped

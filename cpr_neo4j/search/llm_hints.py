@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cpr_neo4j.errors import CprError, HintFailed
-from cpr_neo4j.search.hint_replies import _checked, _parse
+from cpr_neo4j.search.hint_replies import checked_chains, parse_reply
 from cpr_neo4j.search.hints import MAX_CHAINS, PROMPT_VERSION, HintStats
 
 ATTEMPTS = 2  # one retry for a flaky server; a dead one fails in 2 x timeout + RETRY_WAIT
@@ -155,7 +155,7 @@ class _LLMHints:
         """The reply, or after one corrective follow-up a reply with a chains list; cached."""
         rels, hops = list(key[3]), key[4]
         try:
-            _parse(reply, rels, hops)
+            parse_reply(reply, rels, hops)
         except HintFailed:
             self.stats.repaired += 1
             follow = [
@@ -164,12 +164,12 @@ class _LLMHints:
                 {"role": "user", "content": _REPAIR},
             ]
             reply = self._ask(follow)
-            _parse(reply, rels, hops)  # still none: HintFailed, and nothing is cached
+            parse_reply(reply, rels, hops)  # still none: HintFailed, and nothing is cached
         self.cache.put(key, reply)
         return reply
 
     def _chains(self, reply: str, relations: list[str], hops: int) -> list[list[str]]:
-        chains, dropped = _checked(reply, relations, hops)
+        chains, dropped = checked_chains(reply, relations, hops)
         self.stats.dropped += dropped
         return chains
 
