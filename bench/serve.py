@@ -8,7 +8,9 @@
 Starts `cpr serve` on a free loopback port, asks test questions (texts from Neo4j; --hops 0:
 every hop count, interleaved) from concurrent closed-loop client threads, and prints latency
 p50/p99, questions/s and CPU per answered question of `cpr serve` and of Neo4j; then the
-latency of one lone client on other questions of each hop count; then runs `cpr ask` once
+latency of one lone client on other questions of each hop count (alternately through a
+persistent `http.client` connection and a `requests` session, printed apart: `requests`
+adds ~0.6 ms of its own per call); then runs `cpr ask` once
 per question for a few of them (a process each, as a shell script would) and prints the
 throughput ratio. --both-calibrations: once under the every-hop calibration (no `hops`
 field, as users ask) and once under the N-hop one; --no-preload-too: each also with
@@ -20,6 +22,7 @@ also runs those and prints their ratios to it. The :Ask records it creates are d
 from __future__ import annotations
 
 import argparse
+import http.client
 import itertools
 import json
 import os
@@ -32,6 +35,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import requests
@@ -99,6 +103,34 @@ def run_clients(url: str, bodies: list[dict], clients: int) -> tuple[list[float]
         done = list(pool.map(one, bodies))
     wall = time.perf_counter() - began
     return [d[0] for d in done], [(d[1], d[2]) for d in done], wall
+
+
+def lone_client(url: str, bodies: list[dict]) -> tuple[dict[str, list[float]], list]:
+    """One client, one question at a time: latencies in ms by HTTP client, and responses.
+    Questions alternate between a persistent `http.client` connection and a `requests`
+    session, so both see the same server state: `requests` spends ~0.6 ms of its own per
+    call (a 422 answered without work: 1.24 vs 0.59 ms, docs/benchmarks.md), the lighter
+    client shows the server's latency."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+    session = requests.Session()
+    lat: dict[str, list[float]] = {"http.client": [], "requests": []}
+    responses = []
+    for i, body in enumerate(bodies):
+        began = time.perf_counter()
+        if i % 2 == 0:
+            conn.request("POST", parts.path, json.dumps(body), {"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            status, data = reply.status, json.loads(reply.read())
+        else:
+            r = session.post(url, json=body, timeout=300)
+            status, data = r.status_code, r.json()
+        lat["http.client" if i % 2 == 0 else "requests"].append(
+            (time.perf_counter() - began) * 1000
+        )
+        responses.append((status, data))
+    conn.close()
+    return lat, responses
 
 
 def cli_baseline(texts: list[str], alpha: float, hops: int | None) -> tuple[list[float], list[str]]:
@@ -222,7 +254,7 @@ def bench_server(
         # not asked yet (asking the timed ones again would find their neighbours cached).
         solo_lat = {}
         for hops, part in solo.items():
-            solo_lat[hops], solo_responses, _ = run_clients(url, part, 1)
+            solo_lat[hops], solo_responses = lone_client(url, part)
             ask_ids += [body["ask_id"] for status, body in solo_responses if status == 200]
     finally:
         proc.terminate()
@@ -267,12 +299,15 @@ def bench_server(
         f"clients / throughput {args.clients * 1000 / qps:.0f} ms (Little's law); a mean under "
         f"20 ms would take {args.clients * 1000 / 20:.0f} questions/s"
     )
-    for hops, lats in solo_lat.items():
-        if lats:
-            print(
-                f"  one client alone, {hops}-hop ({len(lats)} questions): p50 "
-                f"{np.percentile(lats, 50):.0f} ms, p99 {np.percentile(lats, 99):.0f} ms"
+    for hops, by_client in solo_lat.items():
+        if by_client["http.client"]:
+            shown = ", ".join(
+                f"{name} p50 {np.percentile(v, 50):.1f} ms p99 {np.percentile(v, 99):.0f} ms"
+                for name, v in by_client.items()
+                if v
             )
+            n = sum(len(v) for v in by_client.values())
+            print(f"  one client alone, {hops}-hop ({n} questions, alternating): {shown}")
     return p50, qps
 
 
