@@ -4,6 +4,7 @@
     python bench/serve.py --hops 0 --both-calibrations --no-preload-too   # issue 36's run
     python bench/serve.py --fault   # Neo4j stopped and started again under that load
     python bench/serve.py --before /tmp/old   # a `git worktree` of an earlier revision first
+    python bench/serve.py --before /tmp/old --paired 100   # + both up, lone questions paired
 
 Starts `cpr serve` on a free loopback port, asks test questions (texts from Neo4j; --hops 0:
 every hop count, interleaved) from concurrent closed-loop client threads, and prints latency
@@ -16,7 +17,10 @@ throughput ratio. --both-calibrations: once under the every-hop calibration (no 
 field, as users ask) and once under the N-hop one; --no-preload-too: each also with
 `cpr serve --no-preload` (rows read as questions need them), the baseline of the same run.
 The server runs with its defaults (a worker process per core, at most two); --workers 1,4
-also runs those and prints their ratios to it. The :Ask records it creates are deleted after.
+also runs those and prints their ratios to it. --paired N (with --before): N more lone
+questions per hop count asked of both servers up at once, alternating, so that the
+machine's drift between two runs does not decide a lone-latency comparison. The :Ask
+records it creates are deleted after.
 """
 
 from __future__ import annotations
@@ -105,6 +109,13 @@ def run_clients(url: str, bodies: list[dict], clients: int) -> tuple[list[float]
     return [d[0] for d in done], [(d[1], d[2]) for d in done], wall
 
 
+def post_json(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, dict]:
+    """POST a JSON body on a persistent connection: (status, the JSON reply)."""
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    reply = conn.getresponse()
+    return reply.status, json.loads(reply.read())
+
+
 def lone_client(url: str, bodies: list[dict]) -> tuple[dict[str, list[float]], list]:
     """One client, one question at a time: latencies in ms by HTTP client, and responses.
     Questions alternate between a persistent `http.client` connection and a `requests`
@@ -119,9 +130,7 @@ def lone_client(url: str, bodies: list[dict]) -> tuple[dict[str, list[float]], l
     for i, body in enumerate(bodies):
         began = time.perf_counter()
         if i % 2 == 0:
-            conn.request("POST", parts.path, json.dumps(body), {"Content-Type": "application/json"})
-            reply = conn.getresponse()
-            status, data = reply.status, json.loads(reply.read())
+            status, data = post_json(conn, parts.path, body)
         else:
             r = session.post(url, json=body, timeout=300)
             status, data = r.status_code, r.json()
@@ -131,6 +140,56 @@ def lone_client(url: str, bodies: list[dict]) -> tuple[dict[str, list[float]], l
         responses.append((status, data))
     conn.close()
     return lat, responses
+
+
+def paired_lone(
+    args: argparse.Namespace,
+    warm: list[dict],
+    solo: dict[int, list[dict]],
+    ask_ids: list[str],
+    label: str,
+) -> None:
+    """Both servers (--before's and this checkout's) up at once, each lone question asked of
+    one then the other, the order alternating: drift of the machine between two runs (here
+    2-3 ms of a lone p50 within minutes) falls on both alike. `http.client`, p50 by hops."""
+    servers: list[tuple[subprocess.Popen, int]] = []
+    conns: list[http.client.HTTPConnection] = []
+    try:
+        for tree in (args.before, None):
+            port = free_port()
+            log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
+            servers.append((start_server(port, args.scorers, log, tree=tree), port))
+        for _, port in servers:  # the load run's questions warm each server's scorers
+            _, replies, _ = run_clients(f"http://127.0.0.1:{port}/ask", warm, args.clients)
+            ask_ids += [b["ask_id"] for status, b in replies if status == 200]
+        conns += [http.client.HTTPConnection("127.0.0.1", port, timeout=300) for _, port in servers]
+        for hops, part in solo.items():
+            lat: tuple[list[float], list[float]] = ([], [])
+            sets: tuple[dict, dict] = ({}, {})
+            for i, body in enumerate(part):
+                for k in (0, 1) if i % 2 == 0 else (1, 0):
+                    began = time.perf_counter()
+                    status, data = post_json(conns[k], "/ask", body)
+                    lat[k].append((time.perf_counter() - began) * 1000)
+                    if status == 200:
+                        ask_ids.append(data["ask_id"])
+                        sets[k][data["question"]] = answer_set(data)
+            if not lat[0]:
+                continue
+            before, now = (float(np.percentile(v, 50)) for v in lat)
+            both = sets[0].keys() & sets[1].keys()
+            same = sum(sets[0][q] == sets[1][q] for q in both)
+            print(
+                f"{label}paired lone client, both servers up, {hops}-hop ({len(part)} questions "
+                f"each, order alternating): p50 {before:.1f} ms before, {now:.1f} ms now "
+                f"({before / now:.2f}x lower); sets identical for {same} of {len(both)}"
+            )
+    finally:
+        for conn in conns:
+            conn.close()
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def cli_baseline(texts: list[str], alpha: float, hops: int | None) -> tuple[list[float], list[str]]:
@@ -440,6 +499,13 @@ def main() -> None:
         help="first run `cpr serve` from this other checkout (e.g. a `git worktree` of an "
         "earlier revision), then this one's with its defaults, and print the ratio",
     )
+    ap.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        help="with --before: also ask this many more lone questions per hop count of both "
+        "servers, up at once, alternating (drift between runs cancels)",
+    )
     args = ap.parse_args()
     globals()["DATASET"] = args.dataset
 
@@ -457,7 +523,9 @@ def main() -> None:
     warmup = rows[-2 * args.clients :]
     # lone questions of each hop count: neither timed nor warm-up ones
     used = {r.id for r in qs + warmup}
-    alone = {h: [r for r in group if r.id not in used][:lone] for h, group in by_hops.items()}
+    fresh = {h: [r for r in group if r.id not in used] for h, group in by_hops.items()}
+    alone = {h: group[:lone] for h, group in fresh.items()}
+    pairs = {h: group[lone : lone + args.paired] for h, group in fresh.items()}
 
     def body(q, as_hops: bool) -> dict:
         out = {"question": q.text, "dataset": DATASET, "alpha": args.alpha}
@@ -498,6 +566,9 @@ def main() -> None:
                     f"  answer sets (tau, answers, scores, paths) identical for {same} of "
                     f"{len(both)} questions both answered"
                 )
+                if args.paired:
+                    paired = {h: [body(q, as_hops) for q in part] for h, part in pairs.items()}
+                    paired_lone(args, bodies, paired, ask_ids, label)
             p50, qps = bench_server(args, bodies, warm, solo, ask_ids, label=label)
             first = first or (p50, qps)
             # the same run's baselines: (wanted, bench_server options, what the ratio compares)
