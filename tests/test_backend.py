@@ -375,3 +375,22 @@ def test_threads_setting_is_scoped():
     with threads.limited(1):
         assert threads.threads() == 1
     assert threads.threads() == before
+
+
+def test_set_threads_limits_blas_even_before_numpy_is_imported():
+    """threadpoolctl limits only the BLAS libraries already loaded: set_threads called first
+    thing in a process (as a server or a script does) must still reach numpy's OpenBLAS."""
+    probe = (
+        "import json, threadpoolctl\n"
+        "from cpr_neo4j.model.threads import set_threads\n"
+        "set_threads(1)\n"
+        "print(json.dumps([i['num_threads'] for i in threadpoolctl.threadpool_info()"
+        " if i['user_api'] == 'blas']))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "CPR_THREADS")}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts and all(c == 1 for c in counts), out.stdout

@@ -70,9 +70,14 @@ def limited(n: int) -> Iterator[None]:
 
 
 def _limit_blas(n: int) -> Any:
-    """BLAS pools (numpy's OpenBLAS) limited to n; the limiter, to restore them, or None."""
+    """BLAS pools (numpy's OpenBLAS) limited to n; the limiter, to restore them, or None.
+    numpy is imported first: threadpoolctl limits only the libraries already loaded, so
+    called before numpy it limited nothing, and OpenBLAS later ran its default threads,
+    one of them spinning a core between products (every caller loads numpy anyway)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # then BLAS keeps its own default
         return None
+    import numpy  # noqa: F401  # loads OpenBLAS, so that the limit reaches it
+
     return threadpool_limits(limits=n, user_api="blas")
