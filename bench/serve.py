@@ -109,6 +109,11 @@ def run_clients(url: str, bodies: list[dict], clients: int) -> tuple[list[float]
     return [d[0] for d in done], [(d[1], d[2]) for d in done], wall
 
 
+def server_log(port: int, kind: str = "bench") -> Path:
+    """Where a `cpr serve` this bench starts writes its log."""
+    return Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-{kind}-{port}.log"
+
+
 def post_json(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, dict]:
     """POST a JSON body on a persistent connection: (status, the JSON reply)."""
     conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
@@ -128,15 +133,14 @@ def lone_client(url: str, bodies: list[dict]) -> tuple[dict[str, list[float]], l
     lat: dict[str, list[float]] = {"http.client": [], "requests": []}
     responses = []
     for i, body in enumerate(bodies):
+        light = i % 2 == 0
         began = time.perf_counter()
-        if i % 2 == 0:
+        if light:
             status, data = post_json(conn, parts.path, body)
         else:
             r = session.post(url, json=body, timeout=300)
             status, data = r.status_code, r.json()
-        lat["http.client" if i % 2 == 0 else "requests"].append(
-            (time.perf_counter() - began) * 1000
-        )
+        lat["http.client" if light else "requests"].append((time.perf_counter() - began) * 1000)
         responses.append((status, data))
     conn.close()
     return lat, responses
@@ -157,8 +161,7 @@ def paired_lone(
     try:
         for tree in (args.before, None):
             port = free_port()
-            log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
-            servers.append((start_server(port, args.scorers, log, tree=tree), port))
+            servers.append((start_server(port, args.scorers, server_log(port), tree=tree), port))
         for _, port in servers:  # the load run's questions warm each server's scorers
             _, replies, _ = run_clients(f"http://127.0.0.1:{port}/ask", warm, args.clients)
             ask_ids += [b["ask_id"] for status, b in replies if status == 200]
@@ -294,7 +297,7 @@ def bench_server(
     solo: hop count -> the questions one lone client asks after; sets: filled with each
     timed question's answer set (`answer_set`)."""
     port = free_port()
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-bench-{port}.log"
+    log = server_log(port)
     began = time.perf_counter()
     proc = start_server(port, args.scorers, log, batch, preload, workers, tree)
     print(f"cpr serve ready in {time.perf_counter() - began:.1f} s (log {log})")
@@ -381,7 +384,7 @@ def fault_run(args: argparse.Namespace, bodies: list[dict], ask_ids: list[str]) 
     """Clients ask in a loop while Neo4j is stopped and started again; prints the counts of
     answered and failed requests and of the :Ask records written in that time."""
     port = free_port()
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"cpr-serve-fault-{port}.log"
+    log = server_log(port, "fault")
     proc = start_server(port, args.scorers, log)
     url = f"http://127.0.0.1:{port}/ask"
     with GraphStore() as store:

@@ -23,6 +23,7 @@ from pathlib import Path
 from cpr_neo4j.config import ServerMemory, credentials_file
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.neo4j_server.conf import (
+    conf_file,
     configured_memory,
     default_ports,
     ensure_fast_stop,
@@ -79,7 +80,7 @@ def _require(tool: str, hint: str) -> str:
 
 
 def _admin(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NEO4J_HOME=str(home()), NEO4J_CONF=str(home() / "conf"))
+    env = dict(os.environ, NEO4J_HOME=str(home()), NEO4J_CONF=str(conf_file().parent))
     java = _require("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
     return subprocess.run(
         [java, *JVM_FLAGS, "-cp", str(home() / "lib" / "*"), ADMIN_CLASS, *args],
