@@ -19,6 +19,7 @@ import pytest
 
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.model import export, threads
+from cpr_neo4j.model import scorer as scorer_module
 from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import Step
@@ -274,7 +275,34 @@ def test_a_path_costs_the_same_alone_or_in_any_batch():
         single = np.concatenate([b.score(b.question(q), [p]) for p in paths])
     assert np.array_equal(batch, single)
     big = [paths[i] for i in np.random.default_rng(0).integers(0, len(paths), 1024)]
-    assert np.array_equal(a.score(a.question(q), big), batch[[paths.index(p) for p in big]])
+    c = PathScorer(FakeEncoder(), {}, {"directed_by": 0.8}, weights)  # computes, not cached
+    assert np.array_equal(c.score(c.question(q), big), batch[[paths.index(p) for p in big]])
+
+
+def test_a_cached_cost_is_the_computed_one_and_a_new_net_drops_them(monkeypatch):
+    """The scorer keeps each (question, path) cost it computed with its net (model.scorer):
+    a later batch mixing known and new pairs gets the bits a fresh scorer computes, and new
+    weights never see the old net's costs."""
+    steps = [D, A, G]
+    paths = [(s,) for s in steps] + [(s, t) for s in steps for t in steps]
+    w1, w2 = random_weights(7), random_weights(8)
+    qs = ("who directed ENT", "what genres are the films starred by ENT")
+    warm = PathScorer(FakeEncoder(), {}, {"has_genre": 0.3}, w1)
+    for text in qs:
+        warm.score(warm.question(text), paths[::2])  # half of them cached
+    for text in qs:
+        fresh = PathScorer(FakeEncoder(), {}, {"has_genre": 0.3}, w1)
+        got = warm.score(warm.question(text), paths)
+        assert np.array_equal(got, fresh.score(fresh.question(text), paths))
+    warm.net = w2
+    other = PathScorer(FakeEncoder(), {}, {"has_genre": 0.3}, w2)
+    got = warm.score(warm.question(qs[0]), paths)
+    assert np.array_equal(got, other.score(other.question(qs[0]), paths))
+    assert not np.array_equal(got, fresh.score(fresh.question(qs[0]), paths))
+    monkeypatch.setattr(scorer_module, "MAX_CACHED_COSTS", 5)  # full: dropped, refilled
+    got = warm.score(warm.question(qs[1]), paths)
+    assert np.array_equal(got, other.score(other.question(qs[1]), paths))
+    assert len(warm._costs) <= len(paths)
 
 
 def pairs(n: int = 96) -> list[PathPair]:

@@ -11,7 +11,9 @@ c W^T + b = A[question] + B[last step] + C[path] (C holding b), each computed on
 equal to the product on c up to the rounding of those two float32 additions. Every product
 and dot product is exact up to one rounding (model.exact): a path's cost is the same bits
 in any batch, in any order, with any thread count, BLAS kernel or CPU, given the same
-embeddings (docs/method.md, "The same score in every batch").
+embeddings (docs/method.md, "The same score in every batch"), so the numpy path keeps
+each (question, path) cost it computed and never computes it again: questions of one
+form (MetaQA's templates, "who directed X") share their masked text, hence their rows.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from cpr_neo4j.model.encoder import TextEncoder
 
 DEFAULT_RHO = 0.5  # mean of the Beta(1, 1) prior: a step never seen in rollouts
+MAX_CACHED_COSTS = 1 << 18  # (question, path) costs kept by a scorer (~30 MB), then dropped
 BACKENDS = ("numpy", "torch")
 
 
@@ -111,6 +114,7 @@ class PathScorer:
         self._net = net
         self._torch: Any = None  # the torch backend, rebuilt for these weights when used
         self._proj: dict[str, _Rows] | None = None
+        self._costs: dict[int, float] = {}  # (question row << 32 | path row) -> V, this net
         if net is not None and self.backend == "numpy":
             self._proj = {}
             for name, table in (("q", self._q), ("steps", self._steps), ("paths", self._paths)):
@@ -223,10 +227,28 @@ class PathScorer:
 
                 self._torch = TorchBackend(self, self.device)
             return self._torch.costs(q_rows, p_rows, use_net)
+        if not use_net or self._net is None:
+            x, _ = self._x(q_rows, p_rows)
+            return -(x[:, 0] + x[:, 1])
+        return self._cached_costs(q_rows, p_rows)
+
+    def _cached_costs(self, q_rows: np.ndarray, p_rows: np.ndarray) -> np.ndarray:
+        """V with the net; a pair's cost is computed once (the bits any batch gives)."""
+        keys = ((q_rows << 32) | p_rows).tolist()
+        known = self._costs
+        out = np.array([known.get(k, np.nan) for k in keys], dtype=np.float32)
+        todo = np.flatnonzero(np.isnan(out))
+        if len(todo):
+            computed = self._net_costs(q_rows[todo], p_rows[todo])
+            out[todo] = computed
+            if len(known) + len(todo) > MAX_CACHED_COSTS:
+                known.clear()
+            known.update(zip([keys[i] for i in todo], computed.tolist(), strict=True))
+        return out
+
+    def _net_costs(self, q_rows: np.ndarray, p_rows: np.ndarray) -> np.ndarray:
         x, s_rows = self._x(q_rows, p_rows)
         v_sem = -(x[:, 0] + x[:, 1])
-        if not use_net or self._net is None:
-            return v_sem
         proj = self._proj
         pre = proj["q"].view[q_rows] + proj["steps"].view[s_rows] + proj["paths"].view[p_rows]
         return v_sem + self._net.head(x, pre)
