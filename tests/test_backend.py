@@ -19,7 +19,6 @@ import pytest
 
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.model import export, threads
-from cpr_neo4j.model import scorer as scorer_module
 from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import Step
@@ -279,7 +278,7 @@ def test_a_path_costs_the_same_alone_or_in_any_batch():
     assert np.array_equal(c.score(c.question(q), big), batch[[paths.index(p) for p in big]])
 
 
-def test_a_cached_cost_is_the_computed_one_and_a_new_net_drops_them(monkeypatch):
+def test_a_cached_cost_is_the_computed_one_and_a_new_net_drops_them():
     """The scorer keeps each (question, path) cost it computed with its net (model.scorer):
     a later batch mixing known and new pairs gets the bits a fresh scorer computes, and new
     weights never see the old net's costs."""
@@ -299,10 +298,10 @@ def test_a_cached_cost_is_the_computed_one_and_a_new_net_drops_them(monkeypatch)
     got = warm.score(warm.question(qs[0]), paths)
     assert np.array_equal(got, other.score(other.question(qs[0]), paths))
     assert not np.array_equal(got, fresh.score(fresh.question(qs[0]), paths))
-    monkeypatch.setattr(scorer_module, "MAX_CACHED_COSTS", 5)  # full: dropped, refilled
+    warm.costs.limit = 5  # full: dropped, refilled
     got = warm.score(warm.question(qs[1]), paths)
     assert np.array_equal(got, other.score(other.question(qs[1]), paths))
-    assert len(warm._costs) <= len(paths)
+    assert len(warm.costs) <= len(paths)
 
 
 def pairs(n: int = 96) -> list[PathPair]:
@@ -422,3 +421,25 @@ def test_set_threads_limits_blas_even_before_numpy_is_imported():
     assert out.returncode == 0, out.stderr
     counts = json.loads(out.stdout.strip().splitlines()[-1])
     assert counts and all(c == 1 for c in counts), out.stdout
+
+
+def test_scorers_of_a_model_share_costs_by_text_not_by_row(monkeypatch):
+    """`cpr serve`'s pool hands every scorer of a model one cost cache; their tables number
+    questions and paths in their own order, so a shared cost is found by text and path."""
+    from cpr_neo4j.model import store
+    from cpr_neo4j.serve.cache import ScorerPool
+
+    weights = random_weights(9)
+    monkeypatch.setattr(store, "load_scorer", lambda *a: PathScorer(FakeEncoder(), {}, {}, weights))
+    pool = ScorerPool(per_model=2)
+    monkeypatch.setattr(pool, "encoder", lambda: None)
+    paths = [(D,), (A, D), (D, A, G), (G,)]
+    with pool.lease("m") as a, pool.lease("m") as b:
+        assert a is not b and a.costs is b.costs
+        b.score(b.question("what did ENT write"), paths[::-1])  # other rows first
+        b.score(b.question("who directed ENT"), paths[:2])
+        assert len(b.costs) == 6
+        got = a.score(a.question("who directed ENT"), paths)  # half of it b's
+    fresh = PathScorer(FakeEncoder(), {}, {}, weights)
+    assert np.array_equal(got, fresh.score(fresh.question("who directed ENT"), paths))
+    assert len(fresh.costs) == len(paths) and fresh.costs is not a.costs

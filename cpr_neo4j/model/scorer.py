@@ -11,9 +11,8 @@ c W^T + b = A[question] + B[last step] + C[path] (C holding b), each computed on
 equal to the product on c up to the rounding of those two float32 additions. Every product
 and dot product is exact up to one rounding (model.exact): a path's cost is the same bits
 in any batch, in any order, with any thread count, BLAS kernel or CPU, given the same
-embeddings (docs/method.md, "The same score in every batch"), so the numpy path keeps
-each (question, path) cost it computed and never computes it again: questions of one
-form (MetaQA's templates, "who directed X") share their masked text, hence their rows.
+embeddings (docs/method.md, "The same score in every batch"), so it is computed once
+per (question, path) and kept (model.costs).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cpr_neo4j.model.costs import CostCache
 from cpr_neo4j.model.encoder import DIM, TEXT_FORMAT, path_text, step_text
 from cpr_neo4j.model.exact import product, row_dots
 from cpr_neo4j.model.rcvnet import RCVWeights
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from cpr_neo4j.model.encoder import TextEncoder
 
 DEFAULT_RHO = 0.5  # mean of the Beta(1, 1) prior: a step never seen in rollouts
-MAX_CACHED_COSTS = 1 << 18  # (question, path) costs kept by a scorer (~30 MB), then dropped
 BACKENDS = ("numpy", "torch")
 
 
@@ -97,6 +96,8 @@ class PathScorer:
         self._steps = _Rows((DIM,), np.float32)
         self._step_rho = _Rows((), np.float32)
         self._path_row: dict[RelPath, int] = {}
+        self._row_text: list[str] = []  # question row -> masked text
+        self._row_path: list[RelPath] = []  # path row -> relation path
         self._paths = _Rows((DIM,), np.float32)
         self._path_last = _Rows((), np.int64)  # path row -> its last step's row
         self.net = net
@@ -114,7 +115,7 @@ class PathScorer:
         self._net = net
         self._torch: Any = None  # the torch backend, rebuilt for these weights when used
         self._proj: dict[str, _Rows] | None = None
-        self._costs: dict[int, float] = {}  # (question row << 32 | path row) -> V, this net
+        self.costs = CostCache()  # this net's; `cpr serve` shares one among a model's scorers
         if net is not None and self.backend == "numpy":
             self._proj = {}
             for name, table in (("q", self._q), ("steps", self._steps), ("paths", self._paths)):
@@ -164,6 +165,7 @@ class PathScorer:
             self._project("q", vectors)
             for i, text in enumerate(new):
                 self._questions[text] = QueryContext(text, self._q.size - len(new) + i)
+            self._row_text += new
         return [self._questions[t] for t in masked_texts]
 
     def _add_steps(self, steps: Sequence[Step]) -> None:
@@ -194,6 +196,7 @@ class PathScorer:
         vectors = self.encoder.encode(texts, cache=False)
         for p in new:
             rows[p] = len(rows)
+        self._row_path += new
         self._paths.append(vectors)
         self._project("paths", vectors)
         self._path_last.append(np.array([self._step_row[p[-1]] for p in new]))
@@ -233,25 +236,21 @@ class PathScorer:
         return self._cached_costs(q_rows, p_rows)
 
     def _cached_costs(self, q_rows: np.ndarray, p_rows: np.ndarray) -> np.ndarray:
-        """V with the net; a pair's cost is computed once (the bits any batch gives)."""
-        keys = ((q_rows << 32) | p_rows).tolist()
-        known = self._costs
-        out = np.array([known.get(k, np.nan) for k in keys], dtype=np.float32)
-        todo = np.flatnonzero(np.isnan(out))
-        if len(todo):
-            computed = self._net_costs(q_rows[todo], p_rows[todo])
-            out[todo] = computed
-            if len(known) + len(todo) > MAX_CACHED_COSTS:
-                known.clear()
-            known.update(zip([keys[i] for i in todo], computed.tolist(), strict=True))
+        """V with the net; a (question, path) pair's cost is computed once (model.costs)."""
+        texts, paths = self._row_text, self._row_path
+        pairs = zip(q_rows.tolist(), p_rows.tolist(), strict=True)
+        keys = [(texts[q], paths[p]) for q, p in pairs]
+        known = self.costs.get(keys)
+        out = np.array([np.nan if v is None else v for v in known], dtype=np.float32)
+        todo = [i for i, v in enumerate(known) if v is None]
+        if todo:
+            q_rows, p_rows = q_rows[todo], p_rows[todo]
+            x, s_rows = self._x(q_rows, p_rows)
+            proj = self._proj
+            pre = proj["q"].view[q_rows] + proj["steps"].view[s_rows] + proj["paths"].view[p_rows]
+            out[todo] = -(x[:, 0] + x[:, 1]) + self._net.head(x, pre)
+            self.costs.put([keys[i] for i in todo], out[todo].tolist())
         return out
-
-    def _net_costs(self, q_rows: np.ndarray, p_rows: np.ndarray) -> np.ndarray:
-        x, s_rows = self._x(q_rows, p_rows)
-        v_sem = -(x[:, 0] + x[:, 1])
-        proj = self._proj
-        pre = proj["q"].view[q_rows] + proj["steps"].view[s_rows] + proj["paths"].view[p_rows]
-        return v_sem + self._net.head(x, pre)
 
     def _ctx_rows(self, ctx: QueryContext, paths: Sequence[RelPath]) -> tuple[np.ndarray, ...]:
         p_rows = self.path_rows(paths)

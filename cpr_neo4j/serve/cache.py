@@ -20,6 +20,7 @@ from cpr_neo4j.serve.coalesce import Coalescer
 if TYPE_CHECKING:
     import numpy as np
 
+    from cpr_neo4j.model.costs import CostCache
     from cpr_neo4j.model.encoder import TextEncoder
     from cpr_neo4j.model.scorer import PathScorer
 
@@ -71,6 +72,7 @@ class ScorerPool:
         self._idle: dict[str, list[PathScorer]] = {}
         self._alive: dict[str, int] = {}  # scorers of a model, idle or lent
         self._uses: dict[int, int] = {}  # id(scorer) -> requests served
+        self._costs: dict[str, CostCache] = {}  # model id -> its scorers' costs
         self._encoder: LockedEncoder | None = None
         self._encoder_lock = threading.Lock()
 
@@ -121,10 +123,13 @@ class ScorerPool:
         from cpr_neo4j.model.store import load_scorer
 
         try:
-            return load_scorer(model_id, self.encoder())
+            scorer = load_scorer(model_id, self.encoder())
         except CprError as exc:
             # The calibration names a model this installation cannot load as calibrated.
             raise Conflict(str(exc)) from exc
+        with self._cond:  # a model's scorers share its costs (model.costs)
+            scorer.costs = self._costs.setdefault(model_id, scorer.costs)
+        return scorer
 
     def _give_back(self, model_id: str, scorer: PathScorer) -> None:
         with self._cond:
