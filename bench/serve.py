@@ -19,7 +19,9 @@ field, as users ask) and once under the N-hop one; --no-preload-too: each also w
 The server runs with its defaults (a worker process per core, at most two); --workers 1,4
 also runs those and prints their ratios to it. --paired N (with --before): N more lone
 questions per hop count asked of both servers up at once, alternating, so that the
-machine's drift between two runs does not decide a lone-latency comparison. The :Ask
+machine's drift between two runs does not decide a lone-latency comparison. --reworded:
+the lone client also asks its questions with a made-up word added (a masked text the
+server never saw: it embeds the question and computes every path cost). The :Ask
 records it creates are deleted after.
 """
 
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -318,6 +321,14 @@ def bench_server(
         for hops, part in solo.items():
             solo_lat[hops], solo_responses = lone_client(url, part)
             ask_ids += [body["ask_id"] for status, body in solo_responses if status == 200]
+        for hops, part in solo.items() if args.reworded else ():
+            # a word no question has: a masked text (so an embedding and every path cost)
+            # this server has not seen, as a question of a new form would be
+            bodies_new = [
+                b | {"question": f"{b['question']} (v{uuid.uuid4().hex[:8]})"} for b in part
+            ]
+            solo_lat[f"{hops}-hop, reworded"], solo_responses = lone_client(url, bodies_new)
+            ask_ids += [body["ask_id"] for status, body in solo_responses if status == 200]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -369,7 +380,8 @@ def bench_server(
                 if v
             )
             n = sum(len(v) for v in by_client.values())
-            print(f"  one client alone, {hops}-hop ({n} questions, alternating): {shown}")
+            kind = hops if isinstance(hops, str) else f"{hops}-hop"
+            print(f"  one client alone, {kind} ({n} questions, alternating): {shown}")
     return p50, qps
 
 
@@ -487,6 +499,12 @@ def main() -> None:
         "is the default (one per core, at most MAX_DEFAULT_WORKERS)",
     )
     ap.add_argument("--keep-asks", action="store_true", help="keep the :Ask records")
+    ap.add_argument(
+        "--reworded",
+        action="store_true",
+        help="the lone client also asks its questions with a made-up word added: a wording "
+        "the server has never seen (an embedding and every path cost to compute)",
+    )
     ap.add_argument(
         "--unbatched",
         action="store_true",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-MAX_COSTS = 1 << 18  # ~30 MB of keys and floats; then the whole cache is dropped
+MAX_COSTS = 1 << 18  # 30 MiB of keys and floats when full (tracemalloc); then dropped
 
 
 class CostCache:
