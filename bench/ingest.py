@@ -36,6 +36,7 @@ from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.loaders.base import Dataset, build_dataset, questions_frame
 from cpr_neo4j.loaders.metaqa import load_metaqa
+from cpr_neo4j.neo4j_server import install as installer
 from cpr_neo4j.neo4j_server import server
 
 NAIVE = (
@@ -148,7 +149,7 @@ def bulk_run(ds: Dataset, questions_csv: bool = True) -> tuple[float, float]:
         try:
             (Path(tmp) / "neo4j").mkdir()
             (Path(tmp) / "neo4j" / "lib").symlink_to(main_lib)
-            server.install(bolt_port=17689, http_port=17476, echo=lambda *_: None)
+            installer.install(bolt_port=17689, http_port=17476, echo=lambda *_: None)
             server.start()
             env_uri = os.environ.pop("NEO4J_URI", None)
             try:

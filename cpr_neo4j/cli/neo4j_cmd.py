@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from cpr_neo4j.config import credentials_file
+from cpr_neo4j.neo4j_server import install as installer
 from cpr_neo4j.neo4j_server import server
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,7 +54,7 @@ def install(
     bolt_port: int | None, http_port: int | None, heap: str | None, pagecache: str | None
 ) -> None:
     """Fetch Neo4j jars from Maven Central and write config + a random password."""
-    server.install(bolt_port, http_port, echo=click.echo, heap=heap, pagecache=pagecache)
+    installer.install(bolt_port, http_port, echo=click.echo, heap=heap, pagecache=pagecache)
     click.echo(f"Installed Neo4j {server.NEO4J_VERSION} in {server.home()}")
     click.echo(f"Credentials (0600): {credentials_file()}")
 
