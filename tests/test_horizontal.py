@@ -5,6 +5,7 @@ addressed) against the single local server. Uses the session's small MetaQA 2-ho
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import re
 import socket
 import subprocess
@@ -64,7 +65,7 @@ def test_two_worker_processes_answer_on_one_port(neo4j_settings, calibrated, tmp
         port = s.getsockname()[1]
     log = tmp_path / "serve.log"
     cmd = [sys.executable, "-m", "cpr_neo4j", "serve", "--port", str(port), "--workers", "2",
-           "--scorers", "1"]  # fmt: skip
+           "--scorers", "1", "--keepalive-requests", "3"]  # fmt: skip
     env = cli_env(neo4j_settings, trained.home)
     proc = subprocess.Popen(cmd, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -87,9 +88,19 @@ def test_two_worker_processes_answer_on_one_port(neo4j_settings, calibrated, tmp
                     lambda q: httpx.post(f"{url}/ask", json=body(q), timeout=120), QUESTIONS * 4
                 )  # fmt: skip
             )
+        # the third response of a kept-alive connection closes it: clients re-spread
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        closes = []
+        for _ in range(4):
+            conn.request("GET", "/health")
+            reply = conn.getresponse()
+            reply.read()
+            closes.append((reply.status, reply.getheader("connection")))
+        conn.close()
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+    assert closes == [(200, None), (200, None), (200, "close"), (200, None)], closes
     assert [r.status_code for r in replies] == [200] * len(replies), replies[0].text
     asked.extend(r.json()["ask_id"] for r in replies)
     for q, r in zip(QUESTIONS * 4, replies, strict=True):  # whichever worker answered

@@ -11,6 +11,7 @@ from cpr_neo4j.cli.common import hint_options, hints_from
 from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
 
 MAX_DEFAULT_WORKERS = 4
+KEEPALIVE_REQUESTS = 20  # with workers: a forced 8-0 split evened out (docs/benchmarks.md)
 
 
 @click.command()
@@ -64,6 +65,14 @@ MAX_DEFAULT_WORKERS = 4
     "models and rows: memory times N). Default: one per core, at most 4 (one process is "
     "bound by Python's GIL to about one core; on 2 cores, 2 answer 1.8x the questions/s).",
 )
+@click.option(
+    "--keepalive-requests",
+    default=None,
+    type=click.IntRange(0),
+    help=f"Close a client's connection after this many responses (0: never), so that clients "
+    f"connected at once spread over the workers again. Default: {KEEPALIVE_REQUESTS} with "
+    "several workers, 0 with one.",
+)
 @click.option("--access-log/--no-access-log", default=False, show_default=True)
 @hint_options(beta=False)  # every request uses the calibration's beta; mode and prompt checked
 def serve(
@@ -75,6 +84,7 @@ def serve(
     batch: bool,
     preload: bool,
     workers: int | None,
+    keepalive_requests: int | None,
     access_log: bool,
     llm_url: str | None,
     llm_model: str | None,
@@ -100,13 +110,19 @@ def serve(
     )  # fmt: skip
     from cpr_neo4j.serve.workers import OPTIONS_ENV, app_from_environment
 
+    workers = workers or default_workers()
+    if keepalive_requests is None:  # several workers: clients re-spread over them
+        keepalive_requests = KEEPALIVE_REQUESTS if workers > 1 else 0
+    options["keepalive"] = keepalive_requests or None
     os.environ[OPTIONS_ENV] = json.dumps(options)  # each worker builds its app from them
     run = dict(host=host, port=port, log_level="info", access_log=access_log)
-    workers = workers or default_workers()
     if workers == 1:
         uvicorn.run(app_from_environment(hints), **run)
         return
-    click.echo(f"{workers} worker processes, sharing nothing but Neo4j", err=True)
+    closing = (
+        f"; a connection closes after {keepalive_requests} responses" if keepalive_requests else ""
+    )
+    click.echo(f"{workers} worker processes, sharing nothing but Neo4j{closing}", err=True)
     app = "cpr_neo4j.serve.workers:app_from_environment"
     uvicorn.run(app, factory=True, workers=workers, **run)  # type: ignore[arg-type]
 

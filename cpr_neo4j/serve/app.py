@@ -25,6 +25,7 @@ from cpr_neo4j.serve.auth import bearer_check
 from cpr_neo4j.serve.batch import SearchBatcher
 from cpr_neo4j.serve.cache import ScorerPool
 from cpr_neo4j.serve.graph import StoreHolder, is_unavailable
+from cpr_neo4j.serve.keepalive import KeepAliveLimit
 from cpr_neo4j.serve.schemas import (
     MAX_BODY_BYTES,
     AskRequest,
@@ -148,13 +149,15 @@ def create_app(
     batch_searches: bool = True,
     max_body: int = MAX_BODY_BYTES,
     preload: bool = True,
+    keepalive_requests: int | None = None,
 ) -> FastAPI:
     """settings: Neo4j (default: NEO4J_* or the local server); token: required bearer token
     (None: no auth, for loopback); warm: load models at start-up rather than on first ask;
     hints: the relation-hint provider every request uses (its mode must match the
     calibration's, else 409); batch_searches: concurrent requests search in one TreeG
     batch (serve/batch.py), else each alone; max_body: bytes a request body may have
-    (more: 413, unread)."""
+    (more: 413, unread); keepalive_requests: close a connection after that many responses
+    (serve/keepalive.py; None: keep it open)."""
     holder = StoreHolder(settings, retry_time=retry_time)
     pool = ScorerPool(per_model=scorers_per_model)
     writer = AskWriter()
@@ -177,6 +180,8 @@ def create_app(
         dependencies=[Depends(bearer_check(token))] if token else [],
     )
     app.add_middleware(BodyLimit, max_body=max_body)
+    if keepalive_requests:
+        app.add_middleware(KeepAliveLimit, requests=keepalive_requests)
     app.state.holder, app.state.pool, app.state.batcher = holder, pool, batcher
 
     @app.exception_handler(CprError)

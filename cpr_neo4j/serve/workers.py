@@ -41,4 +41,5 @@ def app_from_environment(hints: HintProvider | None = None) -> FastAPI:
         hints=hints,
         batch_searches=o["batch"],
         preload=o["preload"],
+        keepalive_requests=o.get("keepalive"),
     )
