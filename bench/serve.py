@@ -68,10 +68,12 @@ def start_server(
     preload: bool = True,
     workers: int | None = None,
     tree: Path | None = None,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen:
     """`cpr serve` on `port`; workers None: its default. tree: run the server of another
-    checkout of this repository (its revision's defaults; only --port and --scorers)."""
-    cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers)]
+    checkout of this repository (its revision's defaults; only --port and --scorers).
+    extra: more `cpr serve` options."""
+    cmd = [*CPR, "serve", "--port", str(port), "--scorers", str(scorers), *extra]
     cmd += [] if workers is None else ["--workers", str(workers)]  # the default: per core
     cmd += [] if batch else ["--no-batch"]
     cmd += [] if preload else ["--no-preload"]

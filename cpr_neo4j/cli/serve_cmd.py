@@ -11,7 +11,7 @@ from cpr_neo4j.cli.common import hint_options, hints_from
 from cpr_neo4j.serve.auth import TOKEN_ENV, check_bind
 
 MAX_DEFAULT_WORKERS = 4
-KEEPALIVE_REQUESTS = 20  # with workers: a forced 8-0 split evened out (docs/benchmarks.md)
+KEEPALIVE_REQUESTS = 20  # with workers; bench/serve_split.py: 1.67x the q/s of none, 50 1.56x
 
 
 @click.command()
