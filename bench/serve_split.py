@@ -27,17 +27,19 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.serve import _children, free_port, run_clients, server_log, start_server  # noqa: E402
+from bench.serve import (  # noqa: E402
+    _children,
+    cpu_seconds,
+    free_port,
+    run_clients,
+    server_log,
+    start_server,
+)
 from cpr_neo4j.graph import records  # noqa: E402
 from cpr_neo4j.graph.store import GraphStore  # noqa: E402
 
 DATASET = "metaqa-plain"
 CLIENTS = 8
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def workers_of(pid: int) -> list[int]:

@@ -279,7 +279,7 @@ def test_a_path_costs_the_same_alone_or_in_any_batch():
 
 
 def test_a_cached_cost_is_the_computed_one_and_a_new_net_drops_them():
-    """The scorer keeps each (question, path) cost it computed with its net (model.scorer):
+    """The scorer keeps each (question, path) cost it computed with its net (model.costs):
     a later batch mixing known and new pairs gets the bits a fresh scorer computes, and new
     weights never see the old net's costs."""
     steps = [D, A, G]
