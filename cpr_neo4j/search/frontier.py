@@ -144,6 +144,7 @@ class Adjacency:
 
 _LOW = (1 << 32) - 1
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NO_CHAINS = np.zeros((0, 0), dtype=np.int64)  # a last hop's beams: never expanded
 
 
 class DictAdjacency:
@@ -206,12 +207,15 @@ class NodeChildren:
     pair: np.ndarray  # row of each end's predecessor in the stacked (beam, end) pairs
     chains: np.ndarray  # the stacked pairs' chains
 
-    def beam(self, k: int) -> NodeBeam:
-        """The kept child k as the next hop's beam: chain(v) = chain(pred) + (pred,)."""
+    def beam(self, k: int, chains: bool = True) -> NodeBeam:
+        """The kept child k as the next hop's beam: chain(v) = chain(pred) + (pred,).
+        chains False (the last hop: nothing expands it): without them."""
         rows = slice(self.start[k], self.start[k + 1])
         preds = self.preds[rows]
-        chains = np.hstack([self.chains[self.pair[rows]], preds[:, None]])
-        return NodeBeam(self.paths[k], self.ends[rows], preds, chains)
+        if not chains:
+            return NodeBeam(self.paths[k], self.ends[rows], preds, _NO_CHAINS)
+        chains_ = np.hstack([self.chains[self.pair[rows]], preds[:, None]])
+        return NodeBeam(self.paths[k], self.ends[rows], preds, chains_)
 
 
 def expandable_nodes(beam: NodeBeam, topics: np.ndarray, topic_answers: bool) -> np.ndarray:
@@ -235,8 +239,10 @@ def expand_nodes(
     owner = np.repeat(np.arange(len(frontier)), [len(b.ends) for b in frontier])
     chains = np.vstack([b.chains for b in frontier])
     # CSR over the adjacency: the edge rows of every (beam, end) pair, gathered at once
-    order = np.argsort(adj.src, kind="stable")
-    src, dst, step = adj.src[order], adj.dst[order], adj.step[order]
+    src, dst, step = adj.src, adj.dst, adj.step
+    if len(src) > 1 and not (src[1:] >= src[:-1]).all():  # a cache's rows come sorted
+        order = np.argsort(src, kind="stable")
+        src, dst, step = src[order], dst[order], step[order]
     first = np.flatnonzero(np.append(True, src[1:] != src[:-1])) if len(src) else _EMPTY
     keys = src[first]  # src is sorted: each entity's first row, without np.unique's sort
     count = np.diff(np.append(first, len(src)))

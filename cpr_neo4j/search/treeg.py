@@ -276,7 +276,7 @@ def _search(
         kept = keep(
             children.paths, children.parents, scorer, ctx, beam_width, active, hint_bonus, hint_beta
         )
-        frontier = [children.beam(i) for i in kept]
+        frontier = [children.beam(i, chains=not last) for i in kept]
         per_hop.append(
             [
                 (children.paths[i], float(c), b.ends, b.preds)
