@@ -17,6 +17,7 @@ from cpr_neo4j.cli.common import (
     table,
 )
 from cpr_neo4j.conformal import DEFAULT_DELTA
+from cpr_neo4j.model.costs import TABLE
 from cpr_neo4j.stages.calibrate import AUTO, DEFAULT_ALPHAS, GOLD, TEXT
 from cpr_neo4j.stages.calibrate import calibrate as run_calibrate
 
@@ -160,6 +161,11 @@ def calibrate(
         )
         + (" (so `cpr ask` needs --entity)" if result.linking == GOLD else "")
     )
+    if result.costs_kept:
+        console.print(
+            f"path costs kept for `cpr serve` (questions of a form met here skip the net): "
+            f"{result.costs_kept} in the model's {TABLE}"
+        )
     nxt = f'cpr ask "..." --dataset {dataset} --alpha 0.1'
     if result.scope == "subgraph":
         console.print(

@@ -9,7 +9,19 @@ that form skips the net's products. `cpr serve` shares one per model among its s
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import json
+import logging
+import os
+import zipfile
+from collections.abc import Hashable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cpr_neo4j.search.base import RelPath, Step
+
+log = logging.getLogger(__name__)
 
 MAX_COSTS = 1 << 18  # 30 MiB of keys and floats when full (tracemalloc); then dropped
 
@@ -25,6 +37,9 @@ class CostCache:
     def __len__(self) -> int:
         return len(self._known)
 
+    def items(self) -> Iterator[tuple[Hashable, float]]:
+        return iter(list(self._known.items()))
+
     def get(self, keys: Sequence[Hashable]) -> list[float | None]:
         known = self._known
         return [known.get(k) for k in keys]
@@ -33,3 +48,76 @@ class CostCache:
         if len(self._known) + len(keys) > self.limit:
             self._known = {}  # bounded memory; a new dict, so a reader never sees it half-cleared
         self._known.update(zip(keys, costs, strict=True))
+
+
+# ---- the table `cpr calibrate` keeps for `cpr serve` -----------------------------------
+# The calibration questions' costs, saved beside the model's weights: MetaQA-like questions
+# share their forms with the calibration share, so a server's first question of a form
+# skips most of the net's products (bench: lone 2- and 3-hop asks 1.14x / 1.11x faster).
+# A table is only a cache: at load a sample is computed again and must give the same bits
+# (another CPU's embeddings may differ in the last bit), else the table is not used.
+
+TABLE = "costs.npz"
+CHECKED = 32  # entries a load computes again
+
+
+def save_table(folder: Path, model_id: str, costs: CostCache) -> int:
+    """Merge `costs` into folder/costs.npz (atomic replace: of two writers the newest wins,
+    and either file holds correct costs); returns the entries the table now has."""
+    known = read_table(folder, model_id)
+    known.update(costs.items())
+    entries = list(known.items())[-MAX_COSTS:]  # the newest when over the bound
+    texts = list(dict.fromkeys(t for (t, _), _ in entries))
+    paths = list(dict.fromkeys(p for (_, p), _ in entries))
+    text_at = {t: i for i, t in enumerate(texts)}
+    path_at = {p: i for i, p in enumerate(paths)}
+    steps = [json.dumps([[s.relation, s.forward] for s in p]) for p in paths]
+    tmp = folder / f".{TABLE}.{os.getpid()}.tmp.npz"
+    np.savez(
+        tmp,
+        model_id=np.array(model_id),
+        texts=np.array(texts, dtype=str),
+        paths=np.array(steps, dtype=str),
+        text=np.array([text_at[t] for (t, _), _ in entries], dtype=np.int32),
+        path=np.array([path_at[p] for (_, p), _ in entries], dtype=np.int32),
+        cost=np.array([c for _, c in entries], dtype=np.float32),
+    )
+    os.replace(tmp, folder / TABLE)
+    return len(entries)
+
+
+def read_table(folder: Path, model_id: str) -> dict[tuple[str, RelPath], float]:
+    """The saved costs ({} when none, unreadable or another model's: it is only a cache)."""
+    path = folder / TABLE
+    if not path.exists():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["model_id"]) != model_id:
+                log.warning("%s is not model %s's: not used", path, model_id)
+                return {}
+            texts = z["texts"].tolist()
+            paths = [tuple(Step(r, f) for r, f in json.loads(p)) for p in z["paths"].tolist()]
+            text, at, cost = z["text"].tolist(), z["path"].tolist(), z["cost"].tolist()
+    except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
+        log.warning("cannot read %s (%s): not used", path, exc)
+        return {}
+    return {(texts[t], paths[p]): c for t, p, c in zip(text, at, cost, strict=True)}
+
+
+def checked_table(scorer: Any, folder: Path, model_id: str) -> dict[tuple[str, RelPath], float]:
+    """read_table, used only when `scorer` computes the same bits for a sample of it."""
+    table = read_table(folder, model_id)
+    if not table:
+        return {}
+    keys = list(table)
+    sample = [keys[i] for i in np.linspace(0, len(keys) - 1, min(CHECKED, len(keys))).astype(int)]
+    kept, scorer.costs = scorer.costs, CostCache()  # computed, not read from a cache
+    try:
+        now = [float(scorer.score(scorer.question(t), [p])[0]) for t, p in sample]
+    finally:
+        scorer.costs = kept
+    if now != [table[k] for k in sample]:
+        log.warning("%s: this machine computes other costs; not used", folder / TABLE)
+        return {}
+    return table

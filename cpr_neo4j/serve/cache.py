@@ -9,6 +9,7 @@ encoder whose encode() runs one call at a time (Hugging Face fast tokenizers fai
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from cpr_neo4j.model.encoder import TextEncoder
     from cpr_neo4j.model.scorer import PathScorer
 
+log = logging.getLogger("cpr.serve")
 # Texts the shared encoder keeps before its cache is emptied: every distinct question
 # lands there, which over a server's life would grow without bound (~1.5 KB each).
 MAX_CACHED_TEXTS = 50_000
@@ -128,6 +130,16 @@ class ScorerPool:
             # The calibration names a model this installation cannot load as calibrated.
             raise Conflict(str(exc)) from exc
         with self._cond:  # a model's scorers share its costs (model.costs)
+            shared = self._costs.get(model_id)
+        if shared is None:  # the first scorer: start from what `cpr calibrate` kept
+            from cpr_neo4j.model.costs import checked_table
+            from cpr_neo4j.model.store import model_dir
+
+            table = checked_table(scorer, model_dir(model_id), model_id)
+            scorer.costs.put(list(table), list(table.values()))
+            if table:
+                log.info("model %s: %d path costs kept by cpr calibrate", model_id, len(table))
+        with self._cond:
             scorer.costs = self._costs.setdefault(model_id, scorer.costs)
         return scorer
 

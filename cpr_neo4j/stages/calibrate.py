@@ -26,7 +26,8 @@ from cpr_neo4j.graph.linking import linker
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import SUBGRAPH, resolve_scope
-from cpr_neo4j.model.store import load_scorer, read_config
+from cpr_neo4j.model.costs import save_table
+from cpr_neo4j.model.store import load_scorer, model_dir, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary as canary_mod
@@ -63,6 +64,7 @@ class CalibrationResult:
     groups: dict[int, int] = field(default_factory=dict)  # group -> calibration questions
     warnings: list[str] = field(default_factory=list)
     linked_calibration: float = 1.0  # share of calibration questions linked to gold topics
+    costs_kept: int = 0  # path costs in the model's table for `cpr serve` (model/costs.py)
 
 
 def resolve_model(
@@ -183,6 +185,9 @@ def calibrate(
     )
     # the texts embedded here are what `cpr ask` meets: keep them for later processes
     scorer.encoder.save(*scorer.embedded())
+    kept = 0  # and the costs computed (torch's are not the numpy scorer's bits)
+    if scorer.backend == "numpy" and len(scorer.costs):
+        kept = save_table(model_dir(model_id), model_id, scorer.costs)
     cid = calibration_id(model_id, dataset, settings, sorted(ids), spec, mode)
     recall = float(np.isfinite(calibrated.scores).mean())
     records.save_calibration(
@@ -247,6 +252,7 @@ def calibrate(
         {int(g): int(c) for g, c in counts.items()},
         warnings,
         cal_accuracy,
+        kept,
     )
 
 
