@@ -149,8 +149,11 @@ class CachedAdjacency:
         order = sorted(range(len(used)), key=lambda i: self._steps[used[i]])
         local = np.empty(len(self._steps), dtype=np.int64)  # global code -> sorted local code
         local[used[order]] = np.arange(len(used))
+        # asked by node (TreeG's later hops), a complete cache hands over every id it holds:
+        # a superset naming the same nodes, not a dict of thousands built per hop
+        complete = self.complete and not ids
         return Adjacency(
-            {n: self._id[n] for n in found},
+            self._id if complete else {n: self._id[n] for n in found},
             [self._steps[used[i]] for i in order],
             src,
             local[code] if len(code) else _EMPTY,

@@ -95,7 +95,8 @@ class Adjacency:
     """One hop's neighbour lists as columns: edge i is src[i] --steps[step[i]]--> dst[i].
 
     Entities are integers: Neo4j node ids, or codes that `DictAdjacency` assigns per question.
-    `frontier` names every entity found among those asked for; `names` names the neighbours,
+    `frontier` names every entity found among those asked for (a complete cache, asked by
+    node: every entity it holds, the same names for those); `names` names the neighbours,
     and only when they were asked for (TreeG's last hop): an earlier hop's neighbours are the
     next hop's frontier, named by that hop's round trip.
     """
