@@ -53,6 +53,7 @@ class CachedAdjacency:
         # (node ids sorted, the entity-id rank of each), built on first use once complete
         self._ranks: tuple[np.ndarray | None, np.ndarray] | None = None
         self._csr: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._sorted: tuple[list[Step], np.ndarray] = ([], _EMPTY)  # _sorted_steps()
 
     @property
     def round_trips(self) -> int:
@@ -82,7 +83,7 @@ class CachedAdjacency:
         new._steps, new._code = list(self._steps), dict(self._code)
         new._node, new._id, new._rows = dict(self._node), dict(self._id), dict(self._rows)
         new._absent, new.complete = set(self._absent), self.complete
-        new._ranks, new._csr = self._ranks, self._csr
+        new._ranks, new._csr, new._sorted = self._ranks, self._csr, self._sorted
         return new
 
     def id_rank(self, nodes: np.ndarray) -> np.ndarray:
@@ -145,22 +146,30 @@ class CachedAdjacency:
     def adjacency(self, ids: Sequence[str], nodes: Sequence[int], names: bool) -> Adjacency:
         found = self._resolve(ids, nodes)
         src, code, dst = self._gather(found)
-        used = np.unique(code)
-        order = sorted(range(len(used)), key=lambda i: self._steps[used[i]])
-        local = np.empty(len(self._steps), dtype=np.int64)  # global code -> sorted local code
-        local[used[order]] = np.arange(len(used))
+        steps, local = self._sorted_steps()
         # asked by node (TreeG's later hops), a complete cache hands over every id it holds:
         # a superset naming the same nodes, not a dict of thousands built per hop
         complete = self.complete and not ids
         return Adjacency(
             self._id if complete else {n: self._id[n] for n in found},
-            [self._steps[used[i]] for i in order],
+            steps,
             src,
             local[code] if len(code) else _EMPTY,
             dst,
             self._id if names else {},  # every entity named so far: a superset, not copied
             self.id_rank if self.complete else None,
         )
+
+    def _sorted_steps(self) -> tuple[list[Step], np.ndarray]:
+        """Every step held, sorted, and each code's place among them: a request's steps as
+        a superset of those its rows use, in the same order (no sort of its rows' codes)."""
+        steps, local = self._sorted
+        if len(steps) != len(self._steps):
+            order = sorted(range(len(self._steps)), key=self._steps.__getitem__)
+            local = np.empty(len(order), dtype=np.int64)
+            local[order] = np.arange(len(order))
+            self._sorted = steps, local = [self._steps[i] for i in order], local
+        return steps, local
 
     def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
         """The dict form, memoised per entity (PUCT and open expansion ask for hubs again)."""
