@@ -185,13 +185,20 @@ class CachedAdjacency:
         return out
 
     def _resolve(self, ids: Sequence[str], nodes: Sequence[int]) -> list[int]:
-        """Node ids of the entities asked for that the graph has (in order, once each),
-        fetching the rows not cached yet: by node id when known, else by entity id."""
+        """Node ids of the entities asked for that the graph has (in order, once each; a
+        complete cache asked by node: sorted), fetching the rows not cached yet: by node id
+        when known, else by entity id."""
         if not nodes:  # fast path (PUCT asks for one or two cached entities at a time)
             known = [self._node.get(i) for i in ids]
             if all(n is not None and n in self._rows for n in known):
                 return list(dict.fromkeys(known))  # type: ignore[arg-type]
-        elif not ids:  # fast path (TreeG's later hops: thousands of node ids, mostly cached)
+        elif not ids and self.complete:  # TreeG's later hops: thousands of node ids at once
+            asked = np.unique(np.asarray(nodes, dtype=np.int64))  # checked in numpy
+            keys = self._columns()[0]
+            at = np.minimum(np.searchsorted(keys, asked), max(len(keys) - 1, 0))
+            if len(keys) and (keys[at] == asked).all():
+                return asked  # type: ignore[return-value]  # sorted node ids, once each
+        elif not ids:  # fast path (later hops, mostly cached)
             asked = list(dict.fromkeys(nodes))
             if all(map(self._rows.__contains__, asked)):
                 return asked

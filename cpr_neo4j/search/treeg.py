@@ -24,12 +24,10 @@ The predecessor kept is the smallest entity id. With `topic_answers` (a dataset 
 "X's children's mother" is X) a step may also land on a topic, closing a cycle; that end
 is a candidate answer, is never expanded, and is not fetched again.
 
-Speed (search/frontier.py `expand_nodes`): entities are integers (Neo4j node ids) and one
-hop's expansion is a few numpy passes over columns for all sequences at once, instead of
-Python sets of id strings; a hop fetches its frontier by node id, and neighbours' ids come
-back only at the last hop (an earlier hop's are named by the next hop's round trip), or,
-with defer_names and a big last frontier, only for the answers read (DeferredNames). The
-result equals the string-set version's (tests/test_treeg_speed.py, test_deferred_names.py).
+Speed (search/frontier.py `expand_nodes`): entities are Neo4j node ids, one hop's expansion
+is a few numpy passes over columns for all sequences at once, and neighbours' ids come back
+only at the last hop (or, with defer_names and a big last frontier, for the answers read).
+The result equals the string-set version's (tests/test_treeg_speed.py, test_deferred_names).
 
 Batches (`retrieve_many`): a question's search is a generator that yields each hop's request
 and is sent the Adjacency, so many questions advance in lockstep with ONE round trip per
@@ -216,7 +214,9 @@ def _drive(
         by_node = [k for k, ask in pending.items() if len(ask[1])]
         for group in filter(None, (by_id, by_node)):
             ids = list(dict.fromkeys(i for k in group for i in pending[k][0]))
-            nodes = sorted(set().union(*(pending[k][1] for k in group)))
+            nodes = pending[group[0]][1]  # one search: sorted, once each (np.unique)
+            if len(group) > 1:
+                nodes = sorted(set().union(*(pending[k][1] for k in group)))
             before = source.round_trips
             adj = fetch(ids, nodes, any(pending[k][2] for k in group))
             for k in group:
