@@ -214,11 +214,11 @@ def create_app(
     async def ask(req: AskRequest) -> Response:
         """Answer one question: a conformal answer set with each answer's best path."""
         # Alone in this process, a request runs on the event loop's thread: the hop to a
-        # worker thread and back costs a lone ask up to ~1 ms (paired: 1.02-1.11x, 1.06x for 1-, 2-hop
-        # questions). Requests that arrived with it reach the check too (one turn of the
-        # loop first), and then every one takes a thread, so their searches batch. After
-        # Neo4j failed one, requests take threads until one succeeds: an outage never
-        # holds the loop twice; so do all with relation hints (an LLM call takes seconds).
+        # worker thread and back costs a lone ask up to ~1 ms (paired: 1.02-1.11x for 1-hop
+        # questions, 1.06x for 2-hop). Requests that arrived with it reach the check too
+        # (one turn of the loop first), and then every one takes a thread, so their searches
+        # batch. After Neo4j failed one, requests take threads until one succeeds: an outage
+        # never holds the loop twice; so do all with relation hints (an LLM takes seconds).
         lone["busy"] += 1
         try:
             await asyncio.sleep(0)
