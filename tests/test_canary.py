@@ -17,13 +17,14 @@ class Shifted:
     """Scores every path at its stored cost plus `shift`."""
 
     def __init__(self, costs, shift):
-        self.costs, self.shift = costs, shift
+        # `costs` on a scorer is its store of kept costs (the canary computes without it)
+        self.stored, self.shift = costs, shift
 
     def question(self, text):
         return text
 
     def score(self, ctx, paths):
-        return np.asarray(self.costs[: len(paths)], dtype=np.float32) + np.float32(self.shift)
+        return np.asarray(self.stored[: len(paths)], dtype=np.float32) + np.float32(self.shift)
 
 
 ITEM = {"q": "who directed ENT", "paths": [["directed_by"], ["~starred_actors"]]}

@@ -119,3 +119,29 @@ def test_a_server_starting_from_the_table_answers_as_one_computing_every_cost(
         env.undo()
         if asked:
             store.write("delete_asks", ids=asked)
+
+
+@pytest.mark.neo4j
+def test_the_canary_computes_its_costs_rather_than_reading_kept_ones(store, metaqa, two_hop):
+    """A kept cost (the calibration's own table) must not stand in for this machine's
+    arithmetic: the canary computes its pairs even when the scorer keeps other values."""
+    import json
+
+    from cpr_neo4j.graph import records
+    from cpr_neo4j.model.store import load_scorer
+    from cpr_neo4j.stages import canary
+
+    node = records.latest_calibration(store, "metaqa", hops_filter=2)
+    assert node["model"] == two_hop.model_id, "another 2-hop calibration is newer"
+    items = [i for i in json.loads(node["canary"]) if i["paths"]]
+    env = two_hop.env()
+    try:
+        scorer = load_scorer(two_hop.model_id)
+        assert items and canary.drift(scorer, items) == 0.0
+        keys = [(i["q"], canary._path(p)) for i in items for p in i["paths"]]
+        wrong = [c + 1.0 for i in items for c in i["costs"]]
+        scorer.costs.put(keys, wrong)
+        assert canary.drift(scorer, items) == 0.0
+        assert scorer.costs.get(keys) == wrong  # the scorer's store is left as it was
+    finally:
+        env.undo()

@@ -14,6 +14,7 @@ import logging
 import os
 import zipfile
 from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,21 @@ class CostCache:
         self._known.update(zip(keys, costs, strict=True))
 
 
+@contextmanager
+def computed(scorer: Any) -> Iterator[Any]:
+    """`scorer` keeping no costs within the block: what it returns there is computed now (a
+    check of this machine's arithmetic must not read the costs it checks). A scorer without
+    a store of costs computes every one anyway."""
+    if not hasattr(scorer, "costs"):
+        yield scorer
+        return
+    kept, scorer.costs = scorer.costs, CostCache()
+    try:
+        yield scorer
+    finally:
+        scorer.costs = kept
+
+
 # ---- the table `cpr calibrate` keeps for `cpr serve` -----------------------------------
 # The calibration questions' costs, saved beside the model's weights: MetaQA-like questions
 # share their forms with the calibration share, so a server's first question of a form
@@ -71,7 +87,7 @@ def save_table(folder: Path, model_id: str, costs: CostCache) -> int:
     paths = list(dict.fromkeys(p for (_, p), _ in entries))
     text_at = {t: i for i, t in enumerate(texts)}
     path_at = {p: i for i, p in enumerate(paths)}
-    steps = [json.dumps([[s.relation, s.forward] for s in p]) for p in paths]
+    steps = [json.dumps([s.key() for s in p]) for p in paths]  # as the canary keeps them
     tmp = folder / f".{TABLE}.{os.getpid()}.tmp.npz"
     np.savez(
         tmp,
@@ -97,9 +113,9 @@ def read_table(folder: Path, model_id: str) -> dict[tuple[str, RelPath], float]:
                 log.warning("%s is not model %s's: not used", path, model_id)
                 return {}
             texts = z["texts"].tolist()
-            paths = [tuple(Step(r, f) for r, f in json.loads(p)) for p in z["paths"].tolist()]
+            paths = [tuple(map(Step.of_key, json.loads(p))) for p in z["paths"].tolist()]
             text, at, cost = z["text"].tolist(), z["path"].tolist(), z["cost"].tolist()
-    except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, IndexError, AttributeError, zipfile.BadZipFile) as exc:
         log.warning("cannot read %s (%s): not used", path, exc)
         return {}
     return {(texts[t], paths[p]): c for t, p, c in zip(text, at, cost, strict=True)}
@@ -112,11 +128,8 @@ def checked_table(scorer: Any, folder: Path, model_id: str) -> dict[tuple[str, R
         return {}
     keys = list(table)
     sample = [keys[i] for i in np.linspace(0, len(keys) - 1, min(CHECKED, len(keys))).astype(int)]
-    kept, scorer.costs = scorer.costs, CostCache()  # computed, not read from a cache
-    try:
+    with computed(scorer):
         now = [float(scorer.score(scorer.question(t), [p])[0]) for t, p in sample]
-    finally:
-        scorer.costs = kept
     if now != [table[k] for k in sample]:
         log.warning("%s: this machine computes other costs; not used", folder / TABLE)
         return {}

@@ -20,6 +20,11 @@ class Step(NamedTuple):
     def key(self) -> str:
         return self.relation if self.forward else f"~{self.relation}"
 
+    @classmethod
+    def of_key(cls, key: str) -> Step:
+        """The step whose `key()` this is."""
+        return cls(key[1:], False) if key.startswith("~") else cls(key, True)
+
 
 RelPath = tuple[Step, ...]  # a relation sequence; entity paths with equal RelPath score equal
 Edge = tuple[Step, str]  # (step taken, neighbour id)

@@ -22,6 +22,7 @@ import numpy as np
 
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import Conflict
+from cpr_neo4j.model.costs import computed
 from cpr_neo4j.search.base import RelPath, Step
 from cpr_neo4j.stages.scoring import TEMPERATURE_GRID
 
@@ -42,18 +43,20 @@ def entry(scorer: Any, masked: str, retrieval: Any) -> dict:
 
 
 def _path(keys: Sequence[str]) -> RelPath:
-    return tuple(Step(k[1:], False) if k.startswith("~") else Step(k, True) for k in keys)
+    return tuple(map(Step.of_key, keys))
 
 
 def drift(scorer: Any, canary: Sequence[dict]) -> float:
-    """The largest absolute change of a canary cost when re-scored here."""
+    """The largest absolute change of a canary cost when computed here (never read from the
+    costs the scorer keeps, which may come from the calibration's own table)."""
     worst = 0.0
-    for item in canary:
-        if not item["paths"]:
-            continue
-        now = scorer.score(scorer.question(item["q"]), [_path(p) for p in item["paths"]])
-        was = np.asarray(item["costs"], dtype=float)
-        worst = max(worst, float(np.max(np.abs(now - was))))
+    with computed(scorer):
+        for item in canary:
+            if not item["paths"]:
+                continue
+            now = scorer.score(scorer.question(item["q"]), [_path(p) for p in item["paths"]])
+            was = np.asarray(item["costs"], dtype=float)
+            worst = max(worst, float(np.max(np.abs(now - was))))
     return worst
 
 
