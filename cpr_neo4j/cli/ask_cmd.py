@@ -22,6 +22,9 @@ from cpr_neo4j.conformal import DEFAULT_DELTA, refuse_fnr_delta
 from cpr_neo4j.errors import EMPTY_QUESTION, BadInput, CprError
 
 SHOWN = 25
+DEFAULT = click.core.ParameterSource.DEFAULT
+# --file: a line names its topic in its own `entity` field, not with --entity
+FILE_FIELDS = {"entity": "the line's `entity` field"}
 
 
 @click.command()
@@ -147,9 +150,11 @@ def ask(
         raise BadInput('give one QUESTION or --file FILE: cpr ask "which movies did [X] direct"')
     if question is not None and not question.strip():  # before the heavy imports
         raise BadInput(EMPTY_QUESTION)
+    ctx = click.get_current_context()
+    if questions_file is None and ctx.get_parameter_source("output") is not DEFAULT:
+        raise BadInput("--output is where --file writes its answers: give --file FILE too")
     items = read_questions(questions_file) if questions_file else None
-    given = click.get_current_context().get_parameter_source("delta")
-    if given is not click.core.ParameterSource.DEFAULT:
+    if ctx.get_parameter_source("delta") is not DEFAULT:
         refuse_fnr_delta(risk, delta, "--delta")
     from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
 
@@ -219,8 +224,14 @@ def ask(
         if hint:
             console.print(hint)
     else:
-        console.print(f"Browse the paths in Neo4j Browser with:\n{r.cypher}")
+        print_cypher(r.cypher)
         console.print("(`cpr browser-style` prints a :style command for a readable picture)")
+
+
+def print_cypher(cypher: str) -> None:
+    """The Cypher to paste into Browser, as text: rich would read `[r:TOPIC|ANSWER]` as markup."""
+    console.print("Browse the paths in Neo4j Browser with:")
+    console.print(cypher, markup=False, highlight=False, soft_wrap=True)
 
 
 def _plain(value: Any) -> Any:
@@ -240,10 +251,16 @@ def read_questions(lines: TextIO) -> list[tuple[int, dict]]:
             continue
         try:
             row = json.loads(text)
-            if not isinstance(row, dict) or not isinstance(row.get("question"), str):
-                raise ValueError('needs a "question" string')
         except ValueError as exc:
             row = {"error": f"line {number} is not a question object: {exc}"}
+        if not isinstance(row, dict):
+            row = {"error": f"line {number} is not a question object: not a JSON object"}
+        elif "error" not in row and not isinstance(row.get("question"), str):
+            # keep the line's id, so the reply can be matched to what was asked
+            kept = {"id": row["id"]} if "id" in row else {}
+            row = kept | {
+                "error": f'line {number} is not a question object: needs a "question" string'
+            }
         items.append((number, row))
     if not items:
         raise BadInput("the questions file has no questions")
@@ -254,6 +271,7 @@ def answer_file(session: Any, items: list[tuple[int, dict]], output: TextIO) -> 
     """Answer every item in order, one JSON line each as it comes; returns how many failed."""
     from cpr_neo4j.stages.ask import ask_many
 
+    session.fields = {**session.fields, **FILE_FIELDS}
     good = ((row["question"], row.get("entity")) for _, row in items if "error" not in row)
     results = ask_many(session, good)
     failed = 0

@@ -63,7 +63,7 @@ from cpr_neo4j.stages.evaluate import METHODS, EvalSettings, run
     default=None,
     help="Topic entities: linked from the question text, or the dataset's gold ones. "
     "Default: as `cpr calibrate` decides (text when it finds the gold topics for at least half "
-    "the calibration questions), so linking misses count as `cpr ask` meets them.",
+    "of up to 500 training questions), so linking misses count as `cpr ask` meets them.",
 )
 @click.option(
     "--variants/--no-variants",

@@ -12,6 +12,8 @@ import click
 from cpr_neo4j.cli.common import console, err_console, open_store, progress_bar, table
 from cpr_neo4j.errors import BadInput
 
+SHOWN = 3  # bad lines and unknown ids printed; all are counted
+
 if TYPE_CHECKING:
     from cpr_neo4j.loaders.base import Dataset
 
@@ -128,10 +130,27 @@ def ingest(
     dataset, convention = decide(dataset, topic_answers)  # on the questions ingested
     loaded = time.monotonic() - began
     if dataset.problems:
+        first = dataset.problems[:SHOWN]
         err_console.print(
-            f"[yellow]skipped {len(dataset.problems)} malformed line(s); first: "
-            f"{dataset.problems[0]}[/yellow]"
+            f"skipped {len(dataset.problems)} malformed line(s) (--strict refuses them); "
+            f"{'first ' + str(len(first)) if len(dataset.problems) > SHOWN else 'all'}:",
+            style="yellow",
         )
+        for p in first:
+            err_console.print(
+                f"  {p}", style="yellow", markup=False, highlight=False, soft_wrap=True
+            )
+    unknown = writer.unknown_ids(dataset, SHOWN)
+    if unknown.examples:
+        err_console.print(
+            f"{unknown.topics} question(s) name a topic and {unknown.answers} a gold answer "
+            "that is not an entity id of the graph; first:",
+            style="yellow",
+        )
+        for line in unknown.examples:
+            err_console.print(
+                f"  {line}", style="yellow", markup=False, highlight=False, soft_wrap=True
+            )
     writer.validate_relations(dataset)
     console.print(convention.message())
     with open_store() as store:
@@ -159,6 +178,8 @@ def ingest(
     for split, n in stored["questions"].items():
         rows.append([f"questions ({split})", src_splits.get(split, 0), n])
     rows.append(["questions without a gold answer in the graph", writer.unanswerable(dataset), ""])
+    rows.append(["questions with a topic not in the graph", unknown.topics, ""])
+    rows.append(["questions with a gold answer not in the graph", unknown.answers, ""])
     if dataset.subgraphs is not None:
         rows.append(["subgraph memberships (question, entity)", dataset.subgraphs.height, ""])
     rows += _identity_rows(name, dataset, source)

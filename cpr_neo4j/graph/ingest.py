@@ -154,6 +154,37 @@ def unanswerable(dataset: Dataset) -> int:
     return dataset.questions.height - answered
 
 
+@dataclass(frozen=True)
+class UnknownIds:
+    """Questions naming topics or gold answers that are not entity ids of the graph."""
+
+    topics: int  # questions with a topic id not in the graph
+    answers: int  # questions with a gold answer id not in the graph
+    examples: list[str]  # the first few, as `question id: topic 'x' ...`
+
+
+def unknown_ids(dataset: Dataset, shown: int = 3) -> UnknownIds:
+    """Topics and answers are entity ids; a name there (entities.tsv's second column) links
+    nothing, so say which it is."""
+    ids = dataset.entities.select(pl.col("id").alias("ref"), pl.lit(True).alias("known"))
+    names = dict(dataset.entities.select("name", "id").unique("name").iter_rows())
+    found: dict[str, int] = {}
+    examples: list[str] = []
+    for role in ("topics", "answers"):
+        refs = (
+            dataset.questions.select("id", pl.col(role).alias("ref"))
+            .explode("ref")
+            .drop_nulls("ref")
+            .join(ids, on="ref", how="left")
+            .filter(pl.col("known").is_null())
+        )
+        found[role] = refs.get_column("id").n_unique()
+        for qid, ref in refs.select("id", "ref").head(shown - len(examples)).iter_rows():
+            hint = f" (the name of entity {names[ref]!r}: use ids)" if ref in names else ""
+            examples.append(f"{qid}: {role[:-1]} {ref!r} is not an entity id of the graph{hint}")
+    return UnknownIds(topics=found["topics"], answers=found["answers"], examples=examples)
+
+
 def counts(store: GraphStore, dataset: str) -> dict:
     """Entities, triples, relations and questions per split, as stored in Neo4j."""
     rec = store.read("dataset_counts", dataset=dataset)[0]

@@ -35,6 +35,8 @@ from cpr_neo4j.config import Neo4jSettings  # noqa: E402
 from cpr_neo4j.errors import ConnectionFailed  # noqa: E402
 from cpr_neo4j.graph.cypher import statement  # noqa: E402
 
+URI_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")  # the driver's
+
 
 class GraphStore:
     def __init__(
@@ -54,6 +56,13 @@ class GraphStore:
     def reconnect(self) -> None:
         """(Re)open the driver and check the server answers; e.g. after a server restart."""
         retry = {} if self.retry_time is None else {"max_transaction_retry_time": self.retry_time}
+        scheme = self.settings.uri.partition("://")[0].lower()
+        if scheme not in URI_SCHEMES:  # the driver's http:// support wants aiohttp: a traceback
+            raise ConnectionFailed(
+                f"Neo4j URI {self.settings.uri!r} (from {self.settings.source}): the scheme "
+                f"must be one of {', '.join(s + '://' for s in URI_SCHEMES)} (Bolt, e.g. "
+                "bolt://127.0.0.1:7687; not Browser's http:// address)"
+            )
         try:
             self.driver: Driver = GraphDatabase.driver(
                 self.settings.uri,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from cpr_neo4j.graph.cypher import is_valid_rel_type
 from cpr_neo4j.loaders.base import (
     SPLITS,
     Dataset,
@@ -29,6 +30,21 @@ def _tsv(path: Path, names: list[str]) -> tuple[pl.DataFrame, list[Problem]]:
     lines = lines.filter(~((pl.col("line") == 1) & header))
     rows, bad = split_fields(lines, "\t", names, str(path))
     return rows, problems + bad
+
+
+def _valid_relations(rows: pl.DataFrame, file: str) -> tuple[pl.DataFrame, list[Problem]]:
+    """Lines whose relation cannot be a Neo4j relationship type become Problems (skipped)."""
+    names = rows.get_column("relation").unique()
+    bad = {n for n in names.to_list() if not is_valid_rel_type(n)}
+    if not bad:
+        return rows, []
+    wrong = pl.col("relation").is_in(list(bad))
+    problems = [
+        Problem(file, line, f"relation {rel!r} is not allowed as a relationship type "
+                "(letters, digits, _ . - : / and inner spaces only)")
+        for line, rel in rows.filter(wrong).select("line", "relation").iter_rows()
+    ]  # fmt: skip
+    return rows.filter(~wrong), problems
 
 
 def _is_ids(value: object) -> bool:
@@ -78,6 +94,8 @@ def load_triples(
 ) -> Dataset:
     """A generic graph; entity names default to their ids."""
     rows, problems = _tsv(Path(triples), ["head", "relation", "tail"])
+    rows, bad = _valid_relations(rows, str(triples))
+    problems += bad
     names = None
     if entities is not None:
         names, bad = _tsv(Path(entities), ["id", "name"])
