@@ -8,8 +8,8 @@ per hop: must equal H), batch throughput, and ratios against two baselines measu
 the same run on the same questions, interleaved question by question so that load on the
 machine hits both alike:
 
-- `v1`: TreeG as it was before the columnar rewrite (frozen below: one row per edge from
-  cypher/neighbours.cypher, Python sets of entity ids);
+- `v1`: TreeG as it was before the columnar rewrite (frozen in tests/treeg_v1.py: one row
+  per edge from cypher/neighbours.cypher, Python sets of entity ids);
 - `naive`: the current TreeG querying one entity per round trip.
 
 Uses the newest CPR model trained at that depth, else V_sem. bench/scale.py reuses
@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import statistics
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -37,83 +39,13 @@ from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 from cpr_neo4j.search.answers import answer_columns
-from cpr_neo4j.search.base import Edge, RelPath, Step
-from cpr_neo4j.search.beam import costs as path_costs
-from cpr_neo4j.search.treeg import Candidate, Retrieval, retrieve, retrieve_naive
+from cpr_neo4j.search.treeg import Retrieval, retrieve, retrieve_naive
 from cpr_neo4j.stages import questions as qsel
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.treeg_v1 import NeighboursV1, retrieve_v1  # noqa: E402
+
 DATASET = "metaqa"
-
-
-# --- v1: the pre-columnar TreeG, frozen as the baseline (do not "fix" it). ---
-
-
-class NeighboursV1:
-    """The old neighbour source: one row per edge, first `cap` edges per entity."""
-
-    def __init__(self, store: GraphStore, dataset: str, fanout_cap: int = 2000):
-        self.store, self.dataset, self.fanout_cap, self.round_trips = store, dataset, fanout_cap, 0
-
-    def neighbours(self, ids: Sequence[str]) -> dict[str, list[Edge]]:
-        if not ids:
-            return {}
-        self.round_trips += 1
-        records = self.store.read(
-            "neighbours", ids=list(dict.fromkeys(ids)), dataset=self.dataset, cap=self.fanout_cap
-        )
-        return {r["id"]: sorted((Step(t, f), n) for t, f, n in r["edges"]) for r in records}
-
-
-def _expand_v1(frontier: list, nbrs: dict[str, list[Edge]], topics: set[str]) -> list:
-    out = []
-    for p, (path, ends, chains) in enumerate(frontier):
-        grouped: dict[Step, dict[str, str]] = {}
-        for u in sorted(ends):
-            banned = chains[u]
-            for step, v in nbrs.get(u, ()):
-                if v in topics or v == u or v in banned:
-                    continue
-                grouped.setdefault(step, {}).setdefault(v, u)
-        for step in sorted(grouped):
-            reached = grouped[step]
-            out.append((path + (step,), {v: reached[v] for v in sorted(reached)}, p))
-    return out
-
-
-def retrieve_v1(
-    source, scorer, ctx, topics: list[str], hops: int, beam_width: int = 32, active: int = 32
-) -> Retrieval:
-    topics = list(dict.fromkeys(topics))
-    trips0 = source.round_trips
-    frontier: list = [((), dict.fromkeys(topics), {t: () for t in topics})]
-    per_hop: list[list[Candidate]] = []
-    for _ in range(hops):
-        ids = sorted(set().union(*(ends for _, ends, _ in frontier)))
-        children = _expand_v1(frontier, source.neighbours(ids) if ids else {}, set(topics))
-        if not children:
-            per_hop.append([])
-            frontier = []
-            continue
-        paths: list[RelPath] = [c[0] for c in children]
-        costs = path_costs(scorer, ctx, paths, None, 0.0)
-        by_parent: dict[int, list[int]] = {}
-        for i, c in enumerate(children):
-            by_parent.setdefault(c[2], []).append(i)
-        kept = [
-            i
-            for idx in by_parent.values()
-            for i in sorted(idx, key=lambda j: (costs[j], paths[j]))[:beam_width]
-        ]
-        kept = sorted(kept, key=lambda j: (costs[j], paths[j]))[:active]
-        per_hop.append([Candidate(paths[i], float(costs[i]), children[i][1]) for i in kept])
-        nxt = []
-        for i in kept:
-            path, ends, parent = children[i]
-            pchains = frontier[parent][2]
-            chains = {v: pchains[u] + (u,) for v, u in ends.items() if u is not None}
-            nxt.append((path, ends, chains))
-        frontier = nxt
-    return Retrieval(topics, per_hop, source.round_trips - trips0)
 
 
 # --- the benchmark ---

@@ -18,14 +18,14 @@ import hashlib
 import random
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
-
-import polars as pl
 
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import linking
-from cpr_neo4j.graph.entity_index import EntityIndex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.linking_index import index_of  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -34,23 +34,6 @@ def split_of(qid: str, shares=(0.7, 0.1, 0.2)) -> str:
     """As `cpr ingest --hash-split 70,10,20` (loaders/registry.py hash_split)."""
     u = int.from_bytes(hashlib.sha256(qid.encode()).digest()[:8], "big") / 2**64
     return "train" if u < shares[0] else "dev" if u < shares[0] + shares[1] else "test"
-
-
-def index_of(ds) -> tuple[EntityIndex, dict[str, set[str]]]:
-    t = ds.triples
-    deg = (
-        pl.concat([t.select(pl.col("head").alias("id")), t.select(pl.col("tail").alias("id"))])
-        .group_by("id")
-        .len()
-    )
-    ents = ds.entities.join(deg, on="id", how="left").fill_null(0)
-    rels = t.get_column("relation").unique().to_list()
-    index = EntityIndex(ents["id"].to_list(), ents["name"].to_list(), ents["len"].to_list(), rels)
-    adj: dict[str, set[str]] = defaultdict(set)
-    for h, _, tl in t.iter_rows():
-        adj[h].add(tl)
-        adj[tl].add(h)
-    return index, adj
 
 
 def within(adj, start: str, hops: int) -> set[str]:

@@ -5,16 +5,16 @@ ratios against the first size of the run (1x by default).
     python bench/scale.py [--sizes 1,10,100] [--questions 100] [--heap 2g --pagecache 2g]
                           [--work /tmp/cpr-scale] [--keep] [--torch-threads 1]
 
-Construction (scale_graph): k copies of the bundled KB. Every entity gets a fresh id per copy
-(`id#c`; copy 0 keeps the original ids) except the hubs (genres, years, languages, IMDb
-rating/votes buckets: the tails of HUB_RELATIONS), which all copies share: copy c's movies link
-to the same hub nodes, so a hub's degree grows k-fold as it would in a bigger movie KB (Drama:
-4,016 edges at 1x, ~400k at 100x). The first --questions 2-hop and 3-hop test questions are
-re-targeted, question i to copy i mod k (topics and answers mapped like the entities; the text
-keeps the names, so masking is unchanged). The graph is written as the generic triples loader's
-files and loaded with `cpr ingest NAME --triples ... --bulk`, timed end to end. Gold answers
-stay those of the copy: where a question's path crosses a hub, the scaled graph has more true
-answers than listed (irrelevant here: only latency is measured).
+Construction (tests/data/scaled_graph.py): k copies of the bundled KB. Every entity gets a
+fresh id per copy (`id#c`; copy 0 keeps the original ids) except the hubs (genres, years,
+languages, IMDb rating/votes buckets: the tails of HUB_RELATIONS), which all copies share: copy
+c's movies link to the same hub nodes, so a hub's degree grows k-fold as it would in a bigger
+movie KB (Drama: 4,016 edges at 1x, ~400k at 100x). The first --questions 2-hop and 3-hop test
+questions are re-targeted, question i to copy i mod k (topics and answers mapped like the
+entities; the text keeps the names, so masking is unchanged). The graph is written as the
+generic triples loader's files and loaded with `cpr ingest NAME --triples ... --bulk`, timed
+end to end. Gold answers stay those of the copy: where a question's path crosses a hub, the
+scaled graph has more true answers than listed (irrelevant here: only latency is measured).
 
 Ask latency is bench/ask.py's `ask_like`: what `cpr ask` does with a linked question (TreeG
 naming only the answers it shows, scores, the set at its top level ranked, each answer's best
@@ -41,89 +41,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-HUB_RELATIONS = ("has_genre", "release_year", "in_language", "has_imdb_rating", "has_imdb_votes")
-SEP = "#"  # copy suffix; no MetaQA id contains it (checked)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.data.scaled_graph import SEP, scale_graph, write_files  # noqa: E402
+
 HOPS = (2, 3)
-
-
-# --- the scaled graph -------------------------------------------------------------------------
-
-
-@dataclass
-class Scaled:
-    triples: pl.DataFrame  # head, relation, tail
-    entities: pl.DataFrame  # id, name (the original id: names repeat across copies)
-    questions: pl.DataFrame  # id, question, split, hops, topics, answers, copy
-
-
-def hub_ids(triples: pl.DataFrame, relations: tuple[str, ...] = HUB_RELATIONS) -> pl.Series:
-    """Tails of the hub relations that are never a head (a film titled "2010" stays a film)."""
-    tails = triples.filter(pl.col("relation").is_in(relations)).get_column("tail").unique()
-    return tails.filter(~tails.is_in(triples.get_column("head").implode()))
-
-
-def _in_copy(col: str, hubs: pl.Series) -> pl.Expr:
-    """Entity `col` as it is named in copy `copy`: hubs and copy 0 keep their id."""
-    keep = pl.col(col).is_in(hubs.implode()) | (pl.col("copy") == 0)
-    suffixed = pl.concat_str(pl.col(col), pl.lit(SEP), pl.col("copy").cast(pl.Utf8))
-    return pl.when(keep).then(pl.col(col)).otherwise(suffixed).alias(col)
-
-
-def scale_graph(
-    triples: pl.DataFrame,
-    questions: pl.DataFrame,
-    copies: int,
-    relations: tuple[str, ...] = HUB_RELATIONS,
-) -> Scaled:
-    """`copies` copies of the graph sharing its hubs; question i re-targeted to copy i mod k."""
-    if copies < 1:
-        raise ValueError("copies must be at least 1")
-    ids = pl.concat([triples["head"], triples["tail"]]).unique()
-    if ids.str.contains(SEP, literal=True).any():
-        raise ValueError(f"entity ids contain {SEP!r}: copies could collide")
-    hubs = hub_ids(triples, relations)
-    cp = pl.DataFrame({"copy": range(copies)}, schema={"copy": pl.Int32})
-    scaled = triples.join(cp, how="cross").select(
-        _in_copy("head", hubs), "relation", _in_copy("tail", hubs)
-    )
-    entities = (
-        ids.to_frame("id")
-        .join(cp, how="cross")
-        .select(_in_copy("id", hubs), pl.col("id").alias("name"))
-        .unique("id", maintain_order=True)
-    )
-    q = questions.with_row_index("i").with_columns(
-        (pl.col("i") % copies).cast(pl.Int32).alias("copy")
-    )
-    mapped = {
-        col: q.select("i", "copy", pl.col(col).alias("e"))
-        .explode("e")
-        .select("i", _in_copy("e", hubs).alias(col))
-        .group_by("i", maintain_order=True)
-        .agg(col)
-        for col in ("topics", "answers")
-    }
-    q = (
-        q.drop("topics", "answers")
-        .join(mapped["topics"], on="i", how="left", maintain_order="left")
-        .join(mapped["answers"], on="i", how="left", maintain_order="left")
-        .with_columns(_in_copy("id", hubs.clear()))
-        .select(
-            "id", pl.col("text").alias("question"), "split", "hops", "topics", "answers", "copy"
-        )
-    )
-    return Scaled(scaled, entities, q)
-
-
-def write_files(scaled: Scaled, folder: Path) -> dict[str, Path]:
-    """The files `cpr ingest NAME --triples --entities --questions` reads."""
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = {k: folder / f for k, f in (("triples", "triples.tsv"), ("entities", "entities.tsv"))}
-    paths["questions"] = folder / "questions.jsonl"
-    for key, frame in (("triples", scaled.triples), ("entities", scaled.entities)):
-        frame.write_csv(paths[key], separator="\t", quote_style="never")
-    scaled.questions.drop("copy").write_ndjson(paths["questions"])
-    return paths
 
 
 def base_dataset(questions: int) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -176,8 +176,8 @@ def test_plain_metaqa_links_as_well_as_bracketed_on_the_issue_sample():
     resolved only when the gold topic is among the readings searched."""
     import random
 
-    from bench.linking import index_of
     from cpr_neo4j.loaders.metaqa import load_metaqa
+    from tests.linking_index import index_of
 
     ds = load_metaqa(splits=("test",))
     idx, _ = index_of(ds)

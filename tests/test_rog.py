@@ -12,11 +12,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bench.webqsp_synth import generate
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.loaders.rog import MIDS_FILE, identity_counts, load_rog
 from cpr_neo4j.neo4j_server import server
 from tests.conftest import REPO, run_cpr
+from tests.data.webqsp_synth import generate
 
 DATA = REPO / "tests" / "data"
 

@@ -1,4 +1,5 @@
-"""bench/scale.py's graph scaling: disjoint copies sharing the hubs, questions re-targeted."""
+"""bench/scale.py's graph scaling (tests/data/scaled_graph.py): disjoint copies sharing the
+hubs, questions re-targeted."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 import polars as pl
 import pytest
 
-from bench.scale import SEP, hub_ids, scale_graph, write_files
 from cpr_neo4j.loaders.triples import load_triples
+from tests.data.scaled_graph import SEP, hub_ids, scale_graph, write_files
 
 KB = pl.DataFrame(
     [

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from bench.ask import NeighboursV1, retrieve_v1
 from cpr_neo4j.conformal.scores import centred, from_spec
 from cpr_neo4j.conformal.threshold import nonconformity
 from cpr_neo4j.graph.ingest import ingest
@@ -21,6 +20,7 @@ from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
 from tests.conftest import drop_dataset
 from tests.test_ingest import _dataset
+from tests.treeg_v1 import NeighboursV1, retrieve_v1
 
 
 class HashScorer:

@@ -38,7 +38,7 @@ from cpr_neo4j.errors import BadInput
 # whose score at calibration would have been <= tau stays in its set whenever recomputing
 # moved its score by at most the slack, so coverage holds. The numpy scorer's costs are the
 # same bits in every batch, order and thread count and on every BLAS kernel (model.exact;
-# bench/batch_invariance.py): no move at all on one machine. What the slack absorbs is
+# experiments/batch_invariance.py): no move at all on one machine. What the slack absorbs is
 # another machine's or backend's sums (ONNX Runtime on another CPU; the torch backend, what
 # --device cuda runs, moves costs by up to ~1e-5); the canary (stages/canary.py) refuses a
 # process whose costs could move a score by more than TOLERANCE, in score units (a cost

@@ -5,7 +5,7 @@ The bundled KB is the union of keallm's KB splits, one of which (test.tsv) is ex
 one hop away, while the dev answer triples that are not test answers are in the KB only
 96% of the time. So 1-hop test recall is 1.000 against ~0.977 on the calibration share, and
 the 1-hop test split looks easier than it is. Which triples ONLY test.tsv holds cannot be
-read off the bundled files (keallm's split files are not here; `bench/metaqa_clean_kb.py`
+read off the bundled files (keallm's split files are not here; `experiments/metaqa_clean_kb.py`
 measures that dropping every test answer triple no other file vouches for over-corrects,
 as its mirror image on dev shows). So this variant is a simulation, not a cleaning: the test
 answer triples that are not also dev answer triples are kept at the rate the dev ones are

@@ -41,7 +41,7 @@ RAW_SCHEMA = {
 }
 _JSONL = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
 # name<TAB>MID for the graph's names, beside the data files or one folder up. RoG ships names
-# only, so this exists for synthetic data (bench/webqsp_synth.py) or a user's own mapping.
+# only, so this exists for synthetic data (tests/data/webqsp_synth.py) or a user's own mapping.
 MIDS_FILE = "name_mids.tsv"
 
 

@@ -3,7 +3,7 @@
 A float32 matrix product from BLAS sums each output in an order chosen by the kernel: the
 row's position inside the kernel's tile, the thread split and the kernel itself (OpenBLAS
 picks one per CPU: Haswell, SkylakeX, Zen...) all change it, so a row's result moves by
-~1e-7 relative with the rows that come with it (bench/batch_invariance.py measures it).
+~1e-7 relative with the rows that come with it (experiments/batch_invariance.py measures it).
 
 Here a product is computed exactly on rounded operands and rounded once (the first slice
 of Ozaki et al.'s error-free splitting, 2012). Each operand is rounded to integers of at

@@ -4,7 +4,7 @@ Calibration, `cpr ask`, `cpr serve` and `cpr eval` score answers here, so a cali
 scores and an ask's are the same numbers (up to recomputation noise, which the cut's
 tolerance absorbs and the canary checks).
 
-The default family, chosen on the inner dev split (README, "Method"; bench/select_defaults):
+The default family, chosen on the inner dev split (README, "Method"; experiments/select_defaults):
 the surprisal -log P(answer), where P(answer) is the softmax mass, at a temperature fitted
 on training questions, of the candidate relation sequences that reach the answer. An
 answer several good sequences agree on is likelier than one only the best reaches, and a

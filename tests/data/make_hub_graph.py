@@ -7,13 +7,13 @@ writes OUT/triples.tsv.gz, OUT/entities.tsv.gz and OUT/questions.jsonl for
     cpr ingest metaqa-hubs --triples OUT/triples.tsv.gz --entities OUT/entities.tsv.gz \\
         --questions OUT/questions.jsonl
 
-Construction (as bench/scale.py's): `copies` copies of the KB. Every entity gets a fresh id
-per copy (`id#c`) except the hubs, the tails of HUB_RELATIONS that are never a head (genres,
-years, languages, tags, IMDb rating and vote buckets), which every copy shares. So a hub's
-degree grows `copies`-fold (Drama: 4,016 edges in MetaQA, 12,048 with 3 copies; 8 hubs
-pass the 2,000-edge neighbour fan-out cap instead of 2) while everything else keeps MetaQA's
-shape. Names are the original ids, so question texts (which keep MetaQA's wording) mask as
-before.
+Construction (as tests/data/scaled_graph.py's, bench/scale.py's graph): `copies` copies of
+the KB. Every entity gets a fresh id per copy (`id#c`) except the hubs, the tails of
+HUB_RELATIONS that are never a head (genres, years, languages, tags, IMDb rating and vote
+buckets), which every copy shares. So a hub's degree grows `copies`-fold (Drama: 4,016
+edges in MetaQA, 12,048 with 3 copies; 8 hubs pass the 2,000-edge neighbour fan-out cap
+instead of 2) while everything else keeps MetaQA's shape. Names are the original ids, so
+question texts (which keep MetaQA's wording) mask as before.
 
 Questions: a seeded sample of `questions` MetaQA 2-hop and as many 3-hop dev questions,
 question i re-targeted to copy i mod `copies` (topics and answers mapped like entities),

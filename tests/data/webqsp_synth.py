@@ -1,6 +1,6 @@
 """A synthetic RoG-webqsp at full size: parquet in RoG's exact schema, for ingest at scale.
 
-    python bench/webqsp_synth.py OUT [--scale 1.0] [--seed 0]
+    python tests/data/webqsp_synth.py OUT [--scale 1.0] [--seed 0]
 
 writes OUT/data/{train-0000k-of-00002,validation-00000-of-00001,test-00000-of-00001}.parquet
 (the hub's layout; `cpr ingest webqsp --from OUT/data`) and OUT/name_mids.tsv (name<TAB>MID

@@ -1,9 +1,9 @@
 """Compare score families and guarantee variants on the INNER DEV split only.
 
-    python bench/select_defaults.py DIR [--splits 100] [--alphas 0.1,0.3,0.5]
+    python experiments/select_defaults.py DIR [--splits 100] [--alphas 0.1,0.3,0.5]
         [--families centred:0.97,level,raps] [--hops 1,2,3]
 
-DIR holds bench/records.py's dumps of one model (inner-dev.npz; train.npz for fitting the
+DIR holds experiments/records.py's dumps of one model (inner-dev.npz; train.npz for fitting the
 softmax temperature on training questions). The inner dev split is cut at random into a
 calibration half and a measurement half, `--splits` times (seeded): thresholds come from
 the first half, metrics from the second, so neither the model's calibration share nor any

@@ -1,7 +1,7 @@
 """How far a path's cost moves when it is recomputed another way: the evidence for the
 tolerance of the answer-set cut (conformal.threshold.TOLERANCE) and for the canary.
 
-    python bench/score_spread.py [--model ID] [--questions 200]
+    python experiments/score_spread.py [--model ID] [--questions 200]
 
 Takes the candidate paths TreeG scores for `--questions` calibration questions of the
 model, then recomputes every (question, path) cost: with one thread instead of all cores,

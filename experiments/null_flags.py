@@ -1,8 +1,8 @@
 """False-flag rate of the calibration-vs-test diagnostics when nothing is shifted.
 
-    python bench/null_flags.py TABLE.npz [--splits 200] [--alphas 0.1,...,0.8]
+    python experiments/null_flags.py TABLE.npz [--splits 200] [--alphas 0.1,...,0.8]
 
-One candidate table (e.g. bench/records.py's inner-dev.npz) is cut at random into a
+One candidate table (e.g. experiments/records.py's inner-dev.npz) is cut at random into a
 calibration half and a test half, `--splits` times; nothing is shifted, so every flag is a
 false one. Per split, with the shipped guarantee (surprisal, grouped, PAC delta 0.05,
 raw scores) as `cpr eval` diagnoses it:

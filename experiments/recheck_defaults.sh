@@ -6,7 +6,7 @@
 # inner-dev report goes to OUT/metaqa-mixed-innerdev-<variant>. The default model's report
 # is the one `make results` writes (OUT/metaqa-mixed-innerdev).
 #
-#   bash bench/recheck_defaults.sh [OUT]
+#   bash experiments/recheck_defaults.sh [OUT]
 set -euo pipefail
 OUT=${1:-docs/results}
 CPR=${CPR:-.venv/bin/cpr}

@@ -1,7 +1,7 @@
 """How much of the bundled MetaQA KB only the 1-hop TEST answers vouch for, and what a
 "clean" KB without those triples would do to 1-hop recall (data/metaqa/README.md).
 
-    python bench/metaqa_clean_kb.py
+    python experiments/metaqa_clean_kb.py
 
 The bundled KB is the union of keallm's KB splits, one of which (test.tsv) is exactly the
 1-hop test answer triples, so every 1-hop test question has its answer one hop away while

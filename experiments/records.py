@@ -1,6 +1,6 @@
 """Dump every candidate answer of a model's question sets as CandidateTable .npz files.
 
-    python bench/records.py [--model ID | --hops H] [--sets cal,inner-dev,test,train]
+    python experiments/records.py [--model ID | --hops H] [--sets cal,inner-dev,test,train]
                             [--max-test N] [--out DIR]
 
 For experiments on score families, thresholds and metrics without re-running TreeG: one

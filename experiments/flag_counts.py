@@ -1,7 +1,7 @@
 """Flag counts of the calibration-vs-test diagnostics, before (5e0108f) and after, on the
 same candidate tables.
 
-    python bench/flag_counts.py NAME=CAL.npz,TEST.npz [NAME=TABLE.npz ...] [--alphas ...]
+    python experiments/flag_counts.py NAME=CAL.npz,TEST.npz [NAME=TABLE.npz ...] [--alphas ...]
 
 A NAME=TABLE.npz entry (e.g. inner-dev.npz) is cut into halves by a hash of the question
 id (calibration: even hash, as the inner dev halves). Per set and CPR variant (the shipped

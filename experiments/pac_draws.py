@@ -1,9 +1,9 @@
 """How often one user's calibration under-covers, plain against PAC, at the calibration
 sizes users have, and what PAC costs in set size.
 
-    python bench/pac_draws.py DIR [--sizes 100,300,1000,1500] [--draws 500] [--delta 0.05]
+    python experiments/pac_draws.py DIR [--sizes 100,300,1000,1500] [--draws 500] [--delta 0.05]
 
-DIR holds bench/records.py's inner-dev.npz of one model (training questions the model
+DIR holds experiments/records.py's inner-dev.npz of one model (training questions the model
 never saw; nothing here touches the calibration share or the test split). Per size n and
 alpha: `--draws` random calibration draws of n questions from the pool, the rest as the
 test; the share of draws whose test coverage falls below 1 - alpha for the plain and the

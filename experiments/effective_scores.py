@@ -1,9 +1,9 @@
 """Raw vs effective-score calibration of never-empty sets: inner dev halves, or the test split.
 
-    python bench/effective_scores.py DIR [--splits 100] [--alphas 0.1,0.2,0.3,0.5]
-    python bench/effective_scores.py DIR --test   # after the decision: the working half
+    python experiments/effective_scores.py DIR [--splits 100] [--alphas 0.1,0.2,0.3,0.5]
+    python experiments/effective_scores.py DIR --test   # after the decision: the working half
 
-DIR holds bench/records.py's inner-dev.npz of one model. The inner dev questions are cut
+DIR holds experiments/records.py's inner-dev.npz of one model. The inner dev questions are cut
 at random into a calibration half and a measurement half, `--splits` times (seeded); the
 calibration half is calibrated exactly as `cpr calibrate` does (conformal/guarantee.py
 Calibrated.from_flat on the table's surprisal column, the shipped score), and the other

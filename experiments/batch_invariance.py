@@ -1,7 +1,8 @@
 """A path alone vs inside a batch of 1,024, per OpenBLAS core type, in surprisal units.
 
-    python bench/batch_invariance.py [--cores default,Haswell,Sandybridge,Prescott,Zen,SkylakeX]
-                                     [--paths 1024] [--temperature 0.02]
+    python experiments/batch_invariance.py
+        [--cores default,Haswell,Sandybridge,Prescott,Zen,SkylakeX]
+        [--paths 1024] [--temperature 0.02]
 
 For each core type a child process (OPENBLAS_CORETYPE=...) scores 1,024 relation paths of
 one question in one batch, then each path alone in a fresh scorer with one BLAS thread, with
