@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 
 import numpy as np
 import pytest
 
 from cpr_neo4j.conformal.deployed import Variant, deployed
-from cpr_neo4j.conformal.report import write_report
+from cpr_neo4j.conformal.report import CPR, main, panels, results_of, styles, write_report
 from cpr_neo4j.conformal.summary import ALPHAS, END, HEADLINE_METHODS, RELEASE, START, update
 from cpr_neo4j.conformal.table import TableBuilder
 
@@ -182,3 +183,47 @@ def test_update_refuses_a_readme_without_markers_and_says_when_no_release(tmp_pa
     update(readme, tmp_path / "res")
     assert "no release report yet" in readme.read_text()
     assert (tmp_path / "res" / "README.md").read_text().startswith("# Results")
+
+
+def test_plots_show_cpr_against_a_few_rows_each_with_its_own_colour_and_marker():
+    methods = [*HEADLINE_METHODS, "Abl.1 (V_sem)", "UaG hop-level, Bonferroni (V_sem)"]
+    ps = panels(methods)
+    assert [p.title for p in ps] == [
+        "CPR against the baselines",
+        "CPR against its variants",
+        "CPR against conformal top-k",
+    ]
+    assert all(p.methods[0] == CPR for p in ps)  # CPR in every panel, drawn first
+    placed = [m for p in ps for m in p.methods[1:]]
+    assert sorted(placed) == sorted(m for m in methods if m != CPR)  # each row once
+    assert ps[0].methods[1:] == ("Abl.2 (w/o PUCT)", "Abl.1 (V_sem)",
+                                 "UaG hop-level, Bonferroni (V_sem)")  # fmt: skip
+    assert max(len(p.methods) for p in ps) <= 7
+    st = styles(methods)
+    assert set(st) == set(methods)
+    assert len({st[m]["color"] for m in methods}) == len(methods)
+    assert len({st[m]["marker"] for m in methods}) == len(methods)
+    assert st[CPR]["color"] == "black" and st[CPR]["lw"] > max(
+        st[m]["lw"] for m in methods if m != CPR
+    )
+    assert panels([CPR])[0].methods == (CPR,)
+
+
+def test_replot_draws_the_run_s_figures_again_from_results_json(written, tmp_path, capsys):
+    root, _ = written
+    folder = tmp_path / RELEASE
+    shutil.copytree(root / RELEASE, folder)
+    before = {n: (folder / n).read_bytes() for n in ("ecr.png", "apss.png", "report.md")}
+    for n in ("ecr.png", "apss.png"):
+        (folder / n).unlink()
+    assert main(["--replot", str(folder)]) == 0
+    after = {n: (folder / n).read_bytes() for n in before}
+    assert after == before  # the same pixels from the JSON alone; the report untouched
+    back = results_of(folder / "results.json")
+    assert back.methods == list(HEADLINE_METHODS) and len(back.rows) == len(HEADLINE_METHODS) * len(
+        ALPHAS
+    )
+    capsys.readouterr()
+    assert main(["--replot", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no results.json in") and "\n" not in err

@@ -5,12 +5,16 @@ The deployed protocol is the headline; its diagnostics and the pooled view follo
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-from cpr_neo4j.conformal.deployed import DeployedResults, Row
+from cpr_neo4j.conformal.deployed import DeployedResults, Diagnosis, Row
 
 DASH = "–"
 
@@ -220,42 +224,134 @@ def hop_level_section(h: DeployedResults) -> str:
     return "\n".join(lines) + "\n"
 
 
+CPR = "CPR"
+# CPR is drawn in black, thicker, in every panel; every other row of a report has a colour
+# and a marker of its own, the same in both figures (Okabe and Ito's colour-blind-safe
+# palette first, then matplotlib's tab10 for the rest).
+COLOURS = ("#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#8C564B",
+           "#9467BD", "#BCBD22", "#17BECF", "#7F7F7F")  # fmt: skip
+MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*")
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    methods: tuple[str, ...]  # CPR first when the report has it
+
+
+def panels(methods: list[str]) -> list[Panel]:
+    """The few rows a reader compares, one panel each: CPR against the baselines (other
+    models, the hop-level method), against its variants (CPR's scores, one rule changed),
+    and against conformal top-k on its ranking. The table has every row."""
+    kinds: dict[str, list[str]] = {"baselines": [], "variants": [], "top-k": []}
+    for m in methods:
+        if m != CPR:
+            variant, top_k = m.startswith(f"{CPR},"), m.startswith("top-k")
+            kinds["variants" if variant else "top-k" if top_k else "baselines"].append(m)
+    titles = {
+        "baselines": "CPR against the baselines",
+        "variants": "CPR against its variants",
+        "top-k": "CPR against conformal top-k",
+    }
+    head = (CPR,) if CPR in methods else ()
+    out = [Panel(titles[k], head + tuple(ms)) for k, ms in kinds.items() if ms]
+    return out or [Panel(CPR, head)]
+
+
+def styles(methods: list[str]) -> dict[str, dict]:
+    """Line and marker keywords per method."""
+    out = {CPR: {"color": "black", "marker": "o", "lw": 2.6, "ms": 7, "zorder": 2}}
+    # zorder: CPR under the others, so that a row equal to it still shows on its line
+    others = [m for p in panels(methods) for m in p.methods if m != CPR]  # baselines first
+    for i, m in enumerate(others):
+        out[m] = {"color": COLOURS[i % len(COLOURS)], "marker": MARKERS[i % len(MARKERS)],
+                  "lw": 1.3, "ms": 5, "zorder": 3}  # fmt: skip
+    return out
+
+
+def _label(method: str) -> str:
+    return textwrap.fill(method, 44, subsequent_indent="  ")
+
+
+def _legend_below(ax) -> None:
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, frameon=False)
+
+
 def plot(results: DeployedResults, out_dir: Path) -> list[Path]:
+    """ecr.png and apss.png: one panel per kind of comparison (panels), CPR in each."""
     import matplotlib
 
     matplotlib.use("Agg")  # headless: never needs a display
     import matplotlib.pyplot as plt
 
-    def rows_of(m: str) -> list[Row]:
-        return sorted((r for r in results.rows if r.method == m), key=lambda r: r.alpha)
+    def rows_of(m: str, keep) -> list[Row]:
+        return sorted((r for r in results.rows if r.method == m and keep(r)), key=lambda r: r.alpha)
 
-    paths = []
-    fig, ax = plt.subplots(figsize=(6, 4.8))
-    ax.plot([0, 1], [0, 1], "k--", lw=1, label="target 1 - alpha")
-    for m in results.methods:
-        rs = [r for r in rows_of(m) if r.risk == "coverage"]
-        if rs:
+    def figure(kept: list[Panel], suptitle: str):
+        fig, axes = plt.subplots(1, len(kept), figsize=(4.6 * len(kept), 4.4), sharey=True,
+                                 squeeze=False)  # fmt: skip
+        fig.suptitle(suptitle)
+        return fig, axes[0]
+
+    def save(fig, name: str) -> Path:
+        path = out_dir / name
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        return path
+
+    def coverage(r: Row) -> bool:
+        return r.risk == "coverage"
+
+    def sized(r: Row) -> bool:
+        return r.apss > 0  # a log axis
+
+    style = styles(results.methods)
+    alphas = sorted({r.alpha for r in results.rows}) or [0.5]
+    lo, hi = 1 - alphas[-1] - 0.05, 1 - alphas[0] + 0.05
+    kept = [p for p in panels(results.methods) if any(rows_of(m, coverage) for m in p.methods)]
+    fig, axes = figure(kept, "Coverage: ECR with its 95% interval (templates resampled)")
+    for ax, panel in zip(axes, kept, strict=True):
+        ax.plot([0, 1], [0, 1], color="0.4", ls="--", lw=1, zorder=1, label="target: 1 - alpha")
+        ax.text(lo + 0.04, lo + 0.06, "target 1 - alpha", color="0.3", fontsize=8, rotation=45,
+                rotation_mode="anchor", transform_rotates_text=True)  # fmt: skip
+        drawn = [m for m in panel.methods if rows_of(m, coverage)]
+        for i, m in enumerate(drawn):
+            rs = rows_of(m, coverage)
+            dodge = (i - (len(drawn) - 1) / 2) * 0.008  # tied rows side by side, not on top
             err = [[r.ecr - r.ecr_lo for r in rs], [r.ecr_hi - r.ecr for r in rs]]
-            ax.errorbar([1 - r.alpha for r in rs], [r.ecr for r in rs], yerr=err, fmt="o-",
-                        ms=3, capsize=2, label=m)  # fmt: skip
-    ax.set(xlabel="1 - alpha", ylabel="ECR (95% CI, templates)", title="Coverage")
-    ax.legend(fontsize=5)
-    fig.tight_layout()
-    paths.append(out_dir / "ecr.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 4.8))
-    for m in results.methods:
-        rs = [r for r in rows_of(m) if r.apss > 0]
-        ax.plot([r.alpha for r in rs], [r.apss for r in rs], "o-", ms=3, label=m)
-    ax.set_yscale("log")
-    ax.set(xlabel="alpha", ylabel="APSS (mean answer-set size)", title="Set size")
-    ax.legend(fontsize=5)
-    fig.tight_layout()
-    paths.append(out_dir / "apss.png")
-    fig.savefig(paths[-1], dpi=120)
-    plt.close(fig)
+            ax.errorbar([1 - r.alpha + dodge for r in rs], [r.ecr for r in rs], yerr=err,
+                        capsize=2, label=_label(m), **style[m])  # fmt: skip
+        ax.set(xlim=(lo, hi), xlabel="1 - alpha", title=panel.title)
+        ax.grid(alpha=0.3)
+        _legend_below(ax)
+    axes[0].set(ylabel="ECR (share of questions whose set holds a gold answer)")
+    bottom = min([r.ecr_lo for r in results.rows if coverage(r) and r.ecr_lo == r.ecr_lo] + [lo])
+    axes[0].set_ylim(max(0.0, bottom - 0.03), 1.01)
+    paths = [save(fig, "ecr.png")]
+    kept = [p for p in panels(results.methods) if any(rows_of(m, sized) for m in p.methods)]
+    fig, axes = figure(kept, "Set size: APSS (mean answers per set, log scale)")
+    for ax, panel in zip(axes, kept, strict=True):
+        for m in panel.methods:
+            rs = rows_of(m, sized)
+            if rs:
+                ax.plot([r.alpha for r in rs], [r.apss for r in rs], label=_label(m),
+                        **style[m])  # fmt: skip
+        ax.set_yscale("log")
+        ax.set(xlabel="alpha", title=panel.title)
+        ax.grid(alpha=0.3, which="both")
+        _legend_below(ax)
+    axes[0].set(ylabel="APSS (mean answer-set size)")
+    paths.append(save(fig, "apss.png"))
     return paths
+
+
+def results_of(path: Path) -> DeployedResults:
+    """A report's results.json read back (JSON keeps no int keys: groups and hop counts come
+    back as strings), enough to draw its plots again without re-running the evaluation."""
+    d = json.loads(path.read_text(encoding="utf-8"))["deployed"]
+    rows = [Row(**r) for r in d["rows"]]
+    diagnoses = [Diagnosis(**x) for x in d["diagnoses"]]
+    return DeployedResults(**{**d, "rows": rows, "diagnoses": diagnoses})
 
 
 def write_report(headline: DeployedResults, out_dir: str | Path, title: str = "") -> dict:
@@ -268,3 +364,25 @@ def write_report(headline: DeployedResults, out_dir: str | Path, title: str = ""
     files["markdown"].write_text(markdown_report(headline, title), encoding="utf-8")
     files["ecr_plot"], files["apss_plot"] = plot(headline, out)
     return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m cpr_neo4j.conformal.report --replot DIR ...`: ecr.png and apss.png drawn
+    again from each DIR's results.json (the tables and report.md are left as they are)."""
+    ap = argparse.ArgumentParser(prog="python -m cpr_neo4j.conformal.report")
+    ap.add_argument("--replot", nargs="+", type=Path, required=True, metavar="DIR",
+                    help="report folders written by `cpr eval --out DIR`")  # fmt: skip
+    args = ap.parse_args(argv)
+    missing = [str(d) for d in args.replot if not (d / "results.json").is_file()]
+    if missing:
+        print(f"error: no results.json in {', '.join(missing)}: give folders that "
+              "`cpr eval --out` wrote", file=sys.stderr)  # fmt: skip
+        return 2
+    for d in args.replot:
+        for path in plot(results_of(d / "results.json"), d):
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
