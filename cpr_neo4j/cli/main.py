@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest_cmd", "ingest"),
     "train": ("train_cmd", "train"),
     "calibrate": ("calibrate_cmd", "calibrate"),
+    "label": ("label_cmd", "label"),
+    "generate": ("generate_cmd", "generate"),
     "ask": ("ask_cmd", "ask"),
     "eval": ("eval_cmd", "eval_"),
     "serve": ("serve_cmd", "serve"),

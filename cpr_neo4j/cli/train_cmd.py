@@ -30,10 +30,21 @@ from cpr_neo4j.cli.common import console, open_store, progress_bar, scope_option
 )
 @click.option(
     "--cal-share",
-    default=0.1,
-    show_default=True,
-    help="Share of the training split held out for calibration.",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of the labelled questions held out for calibration (never trained on). "
+    "Default: 10%, but at least 59 (what alpha = delta = 0.05 needs), or every label when "
+    "there are fewer.",
 )
+@click.option(
+    "--generated",
+    type=click.IntRange(0),
+    default=None,
+    help="Training questions generated from the graph (relation paths from sampled "
+    "entities) added to the labelled ones; never used to calibrate. [1000]",
+)
+@click.option("--llm-url", help="OpenAI-compatible server that paraphrases generated questions.")
+@click.option("--llm-model", help="Model name the --llm-url server serves.")
 @click.option("--epochs", default=6, show_default=True)
 @click.option("--rollouts", default=32, show_default=True)
 @click.option(
@@ -64,7 +75,10 @@ def train(
     hops: int | None,
     negatives: str,
     max_questions: int,
-    cal_share: float,
+    cal_share: float | None,
+    generated: int | None,
+    llm_url: str | None,
+    llm_model: str | None,
     epochs: int,
     rollouts: int,
     anchor: float,
@@ -75,14 +89,18 @@ def train(
     device: str | None,
 ) -> None:
     """Collect PUCT path pairs and train the RCVNet path scorer for DATASET."""
-    from cpr_neo4j.stages.train import TrainSettings  # torch: only when training
+    from cpr_neo4j.stages.train import DEFAULT_GENERATED, TrainSettings  # torch: only here
     from cpr_neo4j.stages.train import train as run_train
+    from cpr_neo4j.training.labels import needs_text
 
     settings = TrainSettings(
         dataset,
         hops=hops,
         negatives=negatives,
         cal_share=cal_share,
+        generated=DEFAULT_GENERATED if generated is None else generated,
+        llm_url=llm_url,
+        llm_model=llm_model,
         max_questions=max_questions,
         epochs=epochs,
         rollouts=rollouts,
@@ -107,6 +125,15 @@ def train(
             "questions (train / held-out / calibration)",
             f"{f['questions_train']} / {f['questions_heldout']} / {f['questions_cal']}",
         ],
+        [
+            "labelled questions / generated questions",
+            f"{f['labels']} / {f['questions_generated']}"
+            + (
+                f" ({f['questions_paraphrased']} paraphrased)"
+                if f["questions_paraphrased"] is not None
+                else ""
+            ),
+        ],
         ["rollouts (successful)", f"{f['rollouts']} ({f['rollout_successes']})"],
         ["pairs (train / held-out)", f"{f['pairs_train']} / {f['pairs_heldout']}"],
         [
@@ -120,4 +147,10 @@ def train(
     ]
     console.print(table(f"cpr train {dataset}", ["", "value"], rows))
     console.print(f"model {result.model_id} saved in {result.folder}")
+    if f["labels"] < 1000:  # few labels: say what the calibration share attains
+        console.print(needs_text(f["questions_cal"]) if f["labels"] else (
+            "no labelled question: this model answers without a guarantee. Label questions "
+            f"(`cpr label {dataset} questions.txt -o labelled.jsonl`), add them (`cpr ingest "
+            f"{dataset} --questions labelled.jsonl`) and calibrate; " + needs_text(0)
+        ))  # fmt: skip
     console.print(f"next: cpr calibrate {dataset}")

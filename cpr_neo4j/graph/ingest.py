@@ -202,3 +202,28 @@ def counts(store: GraphStore, dataset: str) -> dict:
 def drop(store: GraphStore, dataset: str) -> None:
     """Delete every node of one dataset, in batches of their own transactions."""
     store.autocommit("delete_dataset", dataset=dataset)
+
+
+def add_questions(
+    store: GraphStore, dataset: Dataset, batch_size: int = 10_000, progress: Progress | None = None
+) -> IngestReport:
+    """Questions (and their TOPIC/ANSWER links) added to a dataset whose graph is already in
+    Neo4j (`cpr ingest NAME --questions FILE`, e.g. from `cpr label`): the graph, its
+    fingerprint and the dataset's settings are untouched, so models stay current. Questions
+    already there (same id) are kept as they are (MERGE)."""
+    if not store.read("dataset_info", dataset=dataset.name):
+        raise BadInput(
+            f"dataset {dataset.name!r} is not in Neo4j: ingest its graph first "
+            f"(`cpr ingest {dataset.name} --triples FILE --questions FILE`)"
+        )
+    report = IngestReport()
+    tick = progress or (lambda stage, n: None)
+    for stage, batches in (
+        ("questions", write_questions(store, dataset, batch_size)),
+        ("links", write_links(store, dataset, "topics", batch_size)),
+        ("links", write_links(store, dataset, "answers", batch_size)),
+    ):
+        for n, counters in batches:
+            report.add(stage, n, counters)
+            tick(stage, n)
+    return report

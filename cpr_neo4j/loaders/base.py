@@ -69,6 +69,7 @@ class Dataset:
 # --- helpers shared by the loaders -------------------------------------------------------------
 
 SPLITS = ("train", "dev", "test")
+GENERATED_SPLIT = "generated"  # training/generate.py's files: refused by every questions loader
 _SPLIT_WORDS = {
     "train": "train",
     "training": "train",

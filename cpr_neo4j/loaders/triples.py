@@ -13,6 +13,7 @@ import polars as pl
 
 from cpr_neo4j.graph.cypher import is_valid_rel_type
 from cpr_neo4j.loaders.base import (
+    GENERATED_SPLIT,
     SPLITS,
     Dataset,
     Problem,
@@ -51,7 +52,8 @@ def _is_ids(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) and v for v in value)
 
 
-def _questions(path: Path) -> tuple[pl.DataFrame, list[Problem]]:
+def read_questions(path: Path) -> tuple[pl.DataFrame, list[Problem]]:
+    """questions.jsonl rows (QUESTIONS_SCHEMA plus `_file`/`_line`) and malformed lines."""
     rows, problems = read_jsonl(path)
     file = str(path)
     q: list[dict] = []
@@ -63,6 +65,8 @@ def _questions(path: Path) -> tuple[pl.DataFrame, list[Problem]]:
             reason = "needs a non-empty 'id' and 'question'"
         elif not (_is_ids(obj.get("topics")) and _is_ids(obj.get("answers"))):
             reason = "'topics' and 'answers' must be lists of entity ids"
+        elif split == GENERATED_SPLIT:
+            reason = "generated questions are training data only (`cpr train --generated`)"
         elif split not in SPLITS:
             reason = f"'split' must be one of {', '.join(SPLITS)}"
         elif hops is not None and (type(hops) is not int or hops < 0):
@@ -102,6 +106,6 @@ def load_triples(
         problems += bad
     qs = questions_frame()
     if questions is not None:
-        qs, bad = _questions(Path(questions))
+        qs, bad = read_questions(Path(questions))
         problems += bad
     return build_dataset(name, str(triples), rows, qs, problems, strict, names)

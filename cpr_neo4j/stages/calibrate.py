@@ -38,6 +38,7 @@ from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration
 from cpr_neo4j.stages.scoring import answer_scores, columns, default_spec, fit_temperature
 from cpr_neo4j.stages.session import NAMED
 from cpr_neo4j.text import bracket_mentions
+from cpr_neo4j.training.generate import is_generated
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 # Topic entities of calibration questions: TEXT links the question text as `cpr ask` does
@@ -91,6 +92,23 @@ def resolve_model(
     return latest["id"]
 
 
+def calibration_ids(store: GraphStore, dataset: str, model_id: str, meta: dict) -> set[str]:
+    """The labelled questions that calibrate this model: the reserve `cpr train` kept;
+    for a model that trained on no labelled question (generated ones alone), every labelled
+    question of its split, none of which it saw. Generated questions never calibrate."""
+    ids = set(meta["calibration_ids"])
+    if not ids and meta.get("labels_trained") == 0:
+        rows = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"))
+        ids = {q.id for q in rows} - set(meta.get("inner_dev_ids") or ())
+    bad = sorted(i for i in ids if is_generated(i))
+    if bad:
+        raise CprError(
+            f"model {model_id} lists generated question {bad[0]!r} for calibration: generated "
+            "questions are training data only and never calibrate; retrain with `cpr train`"
+        )
+    return ids
+
+
 def score_spec(store: GraphStore, retriever: Retriever, meta: dict) -> tuple[dict, str]:
     """The model's score family (its fitted temperature); a model trained before
     temperatures existed gets one fitted here on its training questions, never on the
@@ -141,13 +159,22 @@ def calibrate(
         scope=scope,
         topic_answers=topic_answers,
     )
-    ids = set(meta["calibration_ids"])
+    ids = calibration_ids(store, dataset, model_id, meta)
     cal = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"), ids)
     if not cal:
-        raise CprError(f"model {model_id} lists no calibration questions present in {dataset!r}")
+        raise CprError(
+            f"no labelled questions to calibrate model {model_id} on in {dataset!r}: label "
+            f"some (`cpr label {dataset} questions.txt -o labelled.jsonl`), add them "
+            f"(`cpr ingest {dataset} --questions labelled.jsonl`), then calibrate"
+        )
     graph = fingerprint.current(store, dataset)
     # text or gold linking is decided on training questions, never on the calibration share
-    accuracy = linking_accuracy(store, dataset, meta, graph, ACCURACY_QUESTIONS)
+    if meta.get("labels_trained") == 0 and not meta["calibration_ids"]:
+        # every labelled question calibrates: none is left to decide on, so AUTO links the
+        # text as `cpr ask` does (the labelling flow's topics are the linker's own)
+        accuracy, linking = 1.0, TEXT if linking == AUTO else linking
+    else:
+        accuracy = linking_accuracy(store, dataset, meta, graph, ACCURACY_QUESTIONS)
     # no `cpr ask` runs inside a question's own subgraph: AUTO takes the dataset's topics there
     mode = choose_linking(GOLD if scope == SUBGRAPH and linking == AUTO else linking, accuracy)
     gold_in = {q.id: ([(q.topics, q.masked)]) for q in cal}

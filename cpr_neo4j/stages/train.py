@@ -2,12 +2,17 @@
 
 Choices (recorded in the model's config):
 - training questions = the training split ('train', else 'dev') of the requested hop count,
-  minus a seeded calibration share (10%) that `cpr calibrate` uses and training never sees,
-  minus a seeded inner dev share (10% of the rest) that training and calibration never see:
+  minus a seeded calibration reserve that `cpr calibrate` uses and training never sees
+  (training/labels.py: 10%, but at least 59 or every label when there are fewer; or exactly
+  `cal_share`), minus a seeded inner dev share (10% of the rest) that training and
+  calibration never see:
   `cpr eval --split inner-dev` answers it, and every default is chosen there, never on test;
 - a further 10% of the training questions is held out to report pairwise accuracy;
 - at most `max_questions` training questions are rolled out: MetaQA's questions collapse to
   a few hundred templates, so more mostly repeats the same pairs;
+- generated questions (training/generate.py) are added to the training questions only:
+  never to the calibration reserve, the inner dev share or the held-out questions when real
+  ones exist; with no labelled question at all a model trains on them alone;
 - scope: with per-question subgraphs (graph/subgraphs.py) each question's rollouts, gold
   paths and TreeG negatives see only its own subgraph (`--scope subgraph`, the default
   there), else the whole graph.
@@ -36,6 +41,13 @@ from cpr_neo4j.search.puct_stats import RelationPriors
 from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.scoring import fit_temperature
+from cpr_neo4j.training import labels
+from cpr_neo4j.training.generate import MAX_ANSWERS, generate
+
+# Generated questions added by default: chosen on the inner dev split of metaqa-plain's
+# training questions (experiments/few_labels.py --choose; docs/method.md)
+DEFAULT_GENERATED = 1000
+NO_QUESTIONS_HOPS = 2  # depth for a graph without labelled questions (unless --hops)
 
 
 @dataclass
@@ -43,7 +55,7 @@ class TrainSettings:
     dataset: str
     hops: int | None = None  # None: every question, depth = the split's largest hop count
     negatives: str = "puct"  # or "random" (Abl.2)
-    cal_share: float = 0.1
+    cal_share: float | None = None  # None: training/labels.py's reserve rule
     heldout_share: float = 0.1
     dev_share: float = 0.1  # inner dev split for choosing defaults (never trained on)
     max_questions: int = 2000
@@ -62,6 +74,14 @@ class TrainSettings:
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
     scope: str | None = None  # "subgraph" | "graph"; None: subgraph when the dataset has them
+    generated: int = DEFAULT_GENERATED  # questions generated from the graph (0: none)
+    generated_answers: int = MAX_ANSWERS  # a generated question with more answers is dropped
+    llm_url: str | None = None  # paraphrase generated questions through this server
+    llm_model: str | None = None
+    # explicit shares (experiments/few_labels.py): labelled question ids to calibrate on
+    # and to train on; the rest of the split is then unused (no inner dev share)
+    calibration_ids: tuple[str, ...] | None = None
+    training_ids: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -160,23 +180,59 @@ def train(
     on_questions: Callable[[int], None] = lambda n: None,
 ) -> TrainResult:
     began = time.perf_counter()
-    split = qsel.training_split(store, s.dataset)
-    depth = s.hops or qsel.default_hops(store, s.dataset, split)
-    pool = qsel.load(store, s.dataset, split, s.hops)
-    if not pool:
+    have = records.splits(store, s.dataset)
+    split = qsel.training_split(store, s.dataset) if have else "train"
+    depth = s.hops or (qsel.default_hops(store, s.dataset, split) if have else NO_QUESTIONS_HOPS)
+    pool = qsel.load(store, s.dataset, split, s.hops) if have else []
+    if not pool and not s.generated:
         raise CprError(
             f"no {split} questions with topic and answer in {s.dataset!r}"
             + (f" with {s.hops} hops" if s.hops else "")
+            + f": train on questions generated from the graph (`cpr train {s.dataset} "
+            f"--generated {DEFAULT_GENERATED}`), or label some (`cpr label {s.dataset} FILE`)"
         )
-    rest, cal = qsel.split_off(pool, s.cal_share, s.seed)
-    rest, inner_dev = qsel.split_off(rest, s.dev_share, s.seed + 2)
+    if s.calibration_ids is not None or s.training_ids is not None:
+        chosen = set(s.calibration_ids or ())
+        cal = [q for q in pool if q.id in chosen]
+        rest = [q for q in pool if q.id in set(s.training_ids or ()) - chosen]
+        inner_dev: list[qsel.Question] = []
+    else:
+        rest, cal = labels.reserve(pool, s.cal_share, s.seed)
+        rest, inner_dev = qsel.split_off(rest, s.dev_share, s.seed + 2)
     rest = rest[: s.max_questions]
     fit, held = qsel.split_off(rest, s.heldout_share, s.seed + 1)
-    on_questions(len(rest))
 
-    scope = resolve_scope(store, s.dataset, s.scope)
+    scope_early = resolve_scope(store, s.dataset, s.scope)
     topic_answers = records.topic_answers(store, s.dataset)
     relation_text = records.relation_text(store, s.dataset)
+    made = []
+    paraphrased = None
+    if s.generated:
+        rewrite = None
+        if s.llm_url:
+            from cpr_neo4j.training.paraphrase import Paraphraser
+
+            rewrite = Paraphraser(s.llm_url, s.llm_model)
+        made = generate(
+            store, s.dataset, s.generated, depth, relation_text, seed=s.seed + 7,
+            topic_answers=topic_answers, max_answers=s.generated_answers,
+            fanout_cap=s.fanout_cap, paraphrase=rewrite,
+        )  # fmt: skip
+        paraphrased = rewrite.stats.rewritten if rewrite else None
+    gen = [g.question() for g in made]
+    if held:  # real held-out questions measure accuracy and fit the temperature
+        fit = fit + gen
+    else:
+        gen_fit, gen_held = qsel.split_off(gen, s.heldout_share, s.seed + 3)
+        fit, held = fit + gen_fit, gen_held
+    if not fit:
+        raise CprError(
+            f"nothing to train {s.dataset!r} on: every labelled question went to calibration "
+            "and no question could be generated from the graph"
+        )
+    on_questions(len(fit) + len(held))
+
+    scope = scope_early
     encoder = TextEncoder(device=s.device)
     vsem = PathScorer(encoder, relation_text, device=s.device)
     priors = RelationPriors()
@@ -211,6 +267,9 @@ def train(
         "questions_heldout": len(held),
         "questions_cal": len(cal),
         "questions_inner_dev": len(inner_dev),
+        "questions_generated": len(made),
+        "questions_paraphrased": paraphrased,
+        "labels": len(pool),
         "pairs_train": len(fit_pairs),
         "pairs_heldout": len(held_pairs),
         "rollouts": fit_stats["rollouts"],
@@ -241,6 +300,11 @@ def train(
         "calibration_ids": sorted(q.id for q in cal),
         "inner_dev_ids": sorted(q.id for q in inner_dev),
         "training_ids": sorted(q.id for q in rest),  # rolled out (fit + held-out pairs)
+        # generated questions trained on (ids start with gen:, never in Neo4j): count only
+        "generated": len(made),
+        # no labelled question was trained on: every labelled question of the split added
+        # later may calibrate this model (stages/calibrate.py)
+        "labels_trained": len(rest),
     }
     folder = save_scorer(scorer, meta)
     model_id = scorer.model_id
