@@ -38,6 +38,7 @@ def generate(
     from cpr_neo4j.graph import records
     from cpr_neo4j.stages import questions as qsel
     from cpr_neo4j.training.generate import generate as make
+    from cpr_neo4j.training.generate import labelled_splits
     from cpr_neo4j.training.paraphrase import Paraphraser
 
     rewrite = Paraphraser(llm_url, llm_model) if llm_url else None
@@ -46,7 +47,7 @@ def generate(
             raise BadInput(
                 f"dataset {dataset!r} is not in Neo4j: `cpr ingest {dataset} --triples FILE`"
             )
-        have = records.splits(store, dataset)
+        have = labelled_splits(store, dataset)
         depth = hops or (qsel.default_hops(store, dataset, qsel.training_split(store, dataset))
                          if have else 2)  # fmt: skip
         made = make(

@@ -23,7 +23,10 @@ HELP = (
     required=True,
     help="Labels file (questions.jsonl); appended to, so a rerun resumes where it stopped.",
 )
-def label(dataset: str, questions: Path, out: Path) -> None:
+@click.option(
+    "--page", default=PAGE, show_default=True, type=click.IntRange(1), help="Candidates a page."
+)
+def label(dataset: str, questions: Path, out: Path, page: int) -> None:
     """Label plain questions (one a line in QUESTIONS) against DATASET's graph.
 
     Each question shows EVERY candidate answer the search finds, with its path, best-ranked
@@ -56,13 +59,13 @@ def label(dataset: str, questions: Path, out: Path) -> None:
         click.echo(f"candidates from {find.scorer_name}, paths of 1-{find.hops} hops")
         for k, text in enumerate(todo, 1):
             shown = find(text)
-            if _ask(shown, k, len(todo), out, lab) == "quit":
+            if _ask(shown, k, len(todo), out, lab, page) == "quit":
                 click.echo(f"saved; rerun the same command to resume ({out})")
                 return
     _next_steps(dataset, out, lab, needs_text)
 
 
-def _ask(shown, k: int, total: int, out: Path, lab) -> str:
+def _ask(shown, k: int, total: int, out: Path, lab, size: int) -> str:
     click.echo("")
     click.echo(f"[{k}/{total}] {shown.text}")
     if shown.topic_names:
@@ -74,7 +77,7 @@ def _ask(shown, k: int, total: int, out: Path, lab) -> str:
     shown_upto = 0
 
     def page() -> int:
-        end = min(n, shown_upto + PAGE)
+        end = min(n, shown_upto + size)
         for i in range(shown_upto, end):
             c = shown.choices[i]
             click.echo(f"  {i + 1:>3}. {c.name}    {c.path}")

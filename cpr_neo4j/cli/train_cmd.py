@@ -41,7 +41,8 @@ from cpr_neo4j.cli.common import console, open_store, progress_bar, scope_option
     type=click.IntRange(0),
     default=None,
     help="Training questions generated from the graph (relation paths from sampled "
-    "entities) added to the labelled ones; never used to calibrate. [1000]",
+    "entities) added to the labelled ones; never used to calibrate. Default: as many as "
+    "bring the labelled training questions up to 1000 (none past that).",
 )
 @click.option("--llm-url", help="OpenAI-compatible server that paraphrases generated questions.")
 @click.option("--llm-model", help="Model name the --llm-url server serves.")
@@ -89,7 +90,7 @@ def train(
     device: str | None,
 ) -> None:
     """Collect PUCT path pairs and train the RCVNet path scorer for DATASET."""
-    from cpr_neo4j.stages.train import DEFAULT_GENERATED, TrainSettings  # torch: only here
+    from cpr_neo4j.stages.train import TrainSettings  # torch: only here
     from cpr_neo4j.stages.train import train as run_train
     from cpr_neo4j.training.labels import needs_text
 
@@ -98,7 +99,7 @@ def train(
         hops=hops,
         negatives=negatives,
         cal_share=cal_share,
-        generated=DEFAULT_GENERATED if generated is None else generated,
+        generated=generated,
         llm_url=llm_url,
         llm_model=llm_model,
         max_questions=max_questions,

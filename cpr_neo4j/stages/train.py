@@ -10,7 +10,8 @@ Choices (recorded in the model's config):
 - a further 10% of the training questions is held out to report pairwise accuracy;
 - at most `max_questions` training questions are rolled out: MetaQA's questions collapse to
   a few hundred templates, so more mostly repeats the same pairs;
-- generated questions (training/generate.py) are added to the training questions only:
+- generated questions (training/generate.py; by default as many as bring the labelled
+  training questions up to 1,000, so none past that) are added to the training questions only:
   never to the calibration reserve, the inner dev share or the held-out questions when real
   ones exist; with no labelled question at all a model trains on them alone;
 - scope: with per-question subgraphs (graph/subgraphs.py) each question's rollouts, gold
@@ -42,11 +43,12 @@ from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.scoring import fit_temperature
 from cpr_neo4j.training import labels
-from cpr_neo4j.training.generate import MAX_ANSWERS, generate
+from cpr_neo4j.training.generate import MAX_ANSWERS, generate, is_generated, labelled_splits
 
-# Generated questions added by default: chosen on the inner dev split of metaqa-plain's
-# training questions (experiments/few_labels.py --choose; docs/method.md)
-DEFAULT_GENERATED = 1000
+# Generated questions by default: enough to bring the labelled training questions up to
+# GENERATED_FILL, so a dataset with thousands of labels trains as before and one with few
+# gets generated ones (experiments/few_labels.py measures what they add)
+GENERATED_FILL = 1000
 NO_QUESTIONS_HOPS = 2  # depth for a graph without labelled questions (unless --hops)
 
 
@@ -74,7 +76,9 @@ class TrainSettings:
     device: str | None = None
     fanout_cap: int = DEFAULT_FANOUT_CAP
     scope: str | None = None  # "subgraph" | "graph"; None: subgraph when the dataset has them
-    generated: int = DEFAULT_GENERATED  # questions generated from the graph (0: none)
+    # questions generated from the graph added to training (None: generated_count, what
+    # `cpr train` asks for; the API's default stays none, as before they existed)
+    generated: int | None = 0
     generated_answers: int = MAX_ANSWERS  # a generated question with more answers is dropped
     llm_url: str | None = None  # paraphrase generated questions through this server
     llm_model: str | None = None
@@ -82,6 +86,11 @@ class TrainSettings:
     # and to train on; the rest of the split is then unused (no inner dev share)
     calibration_ids: tuple[str, ...] | None = None
     training_ids: tuple[str, ...] | None = None
+
+
+def generated_count(labelled_training: int) -> int:
+    """Generated questions `cpr train` adds by default (module docstring)."""
+    return max(0, GENERATED_FILL - labelled_training)
 
 
 @dataclass
@@ -150,9 +159,11 @@ def collect(
     stats = {"rollouts": 0, "round_trips": 0, "gold_queries": 0, "rollout_successes": 0}
     for q in qs:
         # the question's own subgraph, when scoped: the collector reads `source` per question
-        source = Neo4jNeighbours(store, s.dataset, s.fanout_cap, question=q.id) if scoped else whole
+        # (a generated question has none: it was walked on the whole graph)
+        own = scoped and not is_generated(q.id)
+        source = Neo4jNeighbours(store, s.dataset, s.fanout_cap, question=q.id) if own else whole
         collector.source = source
-        gold = _gold(store, s.dataset, q, depth, scoped)
+        gold = _gold(store, s.dataset, q, depth, own)
         stats["gold_queries"] += 1
         pairs += collector.collect(q.topics, q.answers, q.masked, depth, gold, q.id)
         if s.retrieval_negatives and s.negatives == "puct":
@@ -180,16 +191,16 @@ def train(
     on_questions: Callable[[int], None] = lambda n: None,
 ) -> TrainResult:
     began = time.perf_counter()
-    have = records.splits(store, s.dataset)
+    have = labelled_splits(store, s.dataset)
     split = qsel.training_split(store, s.dataset) if have else "train"
     depth = s.hops or (qsel.default_hops(store, s.dataset, split) if have else NO_QUESTIONS_HOPS)
     pool = qsel.load(store, s.dataset, split, s.hops) if have else []
-    if not pool and not s.generated:
+    if not pool and s.generated == 0:  # the API's default; `cpr train` asks for None
         raise CprError(
             f"no {split} questions with topic and answer in {s.dataset!r}"
             + (f" with {s.hops} hops" if s.hops else "")
-            + f": train on questions generated from the graph (`cpr train {s.dataset} "
-            f"--generated {DEFAULT_GENERATED}`), or label some (`cpr label {s.dataset} FILE`)"
+            + f": train on questions generated from the graph (`cpr train {s.dataset}`), or "
+            f"label some (`cpr label {s.dataset} questions.txt -o labelled.jsonl`)"
         )
     if s.calibration_ids is not None or s.training_ids is not None:
         chosen = set(s.calibration_ids or ())
@@ -199,6 +210,7 @@ def train(
     else:
         rest, cal = labels.reserve(pool, s.cal_share, s.seed)
         rest, inner_dev = qsel.split_off(rest, s.dev_share, s.seed + 2)
+    labelled_training = len(rest)
     rest = rest[: s.max_questions]
     fit, held = qsel.split_off(rest, s.heldout_share, s.seed + 1)
 
@@ -207,14 +219,17 @@ def train(
     relation_text = records.relation_text(store, s.dataset)
     made = []
     paraphrased = None
-    if s.generated:
+    n_generated = s.generated
+    if n_generated is None:  # generated questions are graph-wide: none for subgraph datasets
+        n_generated = 0 if scope_early != GRAPH else generated_count(labelled_training)
+    if n_generated:
         rewrite = None
         if s.llm_url:
             from cpr_neo4j.training.paraphrase import Paraphraser
 
             rewrite = Paraphraser(s.llm_url, s.llm_model)
         made = generate(
-            store, s.dataset, s.generated, depth, relation_text, seed=s.seed + 7,
+            store, s.dataset, n_generated, depth, relation_text, seed=s.seed + 7,
             topic_answers=topic_answers, max_answers=s.generated_answers,
             fanout_cap=s.fanout_cap, paraphrase=rewrite,
         )  # fmt: skip

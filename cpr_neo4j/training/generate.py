@@ -53,6 +53,13 @@ OUTER = (
 )
 
 
+def labelled_splits(store: GraphStore, dataset: str) -> dict[str, dict]:
+    """split -> {n, max_hops} of the dataset's labelled questions; {} when it has none (a
+    graph alone, which generated questions can train)."""
+    rows = store.read("question_splits", dataset=dataset)
+    return {r["split"]: {"n": r["n"], "max_hops": r["max_hops"]} for r in rows}
+
+
 def is_generated(question_id: str) -> bool:
     return question_id.startswith(PREFIX)
 

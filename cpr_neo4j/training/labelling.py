@@ -28,6 +28,7 @@ from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.treeg import retrieve
 from cpr_neo4j.stages.linked import link_readings, taken_index
+from cpr_neo4j.training.generate import labelled_splits
 
 UNLINKED = "cpr:unlinked"  # topic of a question with no entity found (a miss, never a node)
 DEFAULT_HOPS = 2
@@ -179,7 +180,7 @@ class Candidates:
             self.scorer_name = f"model {model['id']}"
         else:
             self.scorer = PathScorer(TextEncoder(), self.relation_text)
-            have = records.splits(store, dataset)
+            have = labelled_splits(store, dataset)
             depth = max((int(v["max_hops"] or 0) for v in have.values()), default=0)
             self.hops = depth or DEFAULT_HOPS
             self.scorer_name = "the semantic scorer (no model trained yet)"
