@@ -1,4 +1,14 @@
-// Deletes every node (and its relationships) of dataset $dataset, 5,000 per transaction; returns nothing.
-MATCH (n)
-WHERE n.dataset = $dataset OR (n:Dataset AND n.name = $dataset)
+// Deletes dataset $dataset's own nodes: its Entity, Relation and Question nodes (with their
+// relationships) and its Dataset record, 5,000 per transaction; nodes of other labels
+// (a user's own, Ask, ScoringModel, Calibration) are left alone. Returns how many were deleted.
+CALL () {
+  MATCH (n:Entity {dataset: $dataset}) RETURN n
+  UNION ALL
+  MATCH (n:Relation {dataset: $dataset}) RETURN n
+  UNION ALL
+  MATCH (n:Question {dataset: $dataset}) RETURN n
+  UNION ALL
+  MATCH (n:Dataset {name: $dataset}) RETURN n
+}
 CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS
+RETURN count(*) AS deleted

@@ -3,8 +3,9 @@
 // genre has ~400k: a 3-hop ask spent most of its time there). A hub is what the adjacency
 // queries call one (2 * degree > $cap); its list is exactly their sorted path's rows: per
 // relationship type and direction the first $cap neighbours by id, kept in that order, as
-// parallel lists (type, forward?, node id, entity id); node ids stay valid, as a dataset's
-// entities are deleted only with the dataset, hubs included. Every ingest recomputes every
+// parallel lists (type, forward?, node id, entity id); node ids stay valid, as entities are
+// deleted only with their dataset or by a re-ingest that replaces part of it, which first
+// removes every list (clear_hub_lists) and so rewrites them all here. Every ingest recomputes every
 // hub of the dataset (new edges, or new question links that make a node a hub), so the lists
 // stay in step with the graph; the queries use them only when cpr_hub_cap is their $cap.
 // Returns nothing.

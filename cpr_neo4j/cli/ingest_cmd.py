@@ -108,6 +108,8 @@ def ingest(
     any name with --triples) into Neo4j.
 
     Idempotent and resumable: re-running creates nothing new and completes a killed run.
+    Re-run on changed files, it replaces what changed (entities, triples, questions) and
+    reports it; models and calibrations made before go stale. `cpr drop NAME` removes one.
     """
     # polars and the driver: only when ingesting, not for `cpr --help`
     from cpr_neo4j.graph import ingest as writer
@@ -191,13 +193,45 @@ def ingest(
     rows += _identity_rows(name, dataset, source)
     rows.append(["malformed lines skipped", len(dataset.problems), ""])
     console.print(table(f"{dataset.name}: source vs Neo4j", ["", "source", "in Neo4j"], rows))
-    changes = report.created_nodes + report.created_relationships
     console.print(
         f"created {report.created_nodes} nodes and {report.created_relationships} "
-        f"relationships ({'no changes' if changes == 0 else 'changes written'}); "
-        f"read {loaded:.1f} s, wrote {wrote:.1f} s "
+        f"relationships; read {loaded:.1f} s, wrote {wrote:.1f} s "
         f"({dataset.triples.height / max(wrote, 1e-9):,.0f} triples/s overall)"
     )
+    for line in change_lines(dataset.name, report):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def change_lines(name: str, report) -> list[str]:
+    """What the ingest changed against what Neo4j held, and whether models went stale: a
+    moved fingerprint is never reported as no change."""
+    c = report.changes
+    moved = (
+        report.fingerprint_before is not None and report.fingerprint != report.fingerprint_before
+    )
+    if c.new_dataset:
+        return [
+            f"new dataset {name}: {c.entities_added} entities, {c.triples_added} triples, "
+            f"{c.relations_added} relation types, {c.questions_added} questions "
+            f"(graph {report.fingerprint})"
+        ]
+    lines = []
+    if c.any():
+        lines.append(f"replaced {name} with what its files now hold: {c.line()}")
+        lines += [f"  {e}" for e in c.examples]
+    if moved:
+        lines.append(
+            f"graph fingerprint {report.fingerprint_before} -> {report.fingerprint}: models "
+            f"and calibrations made before are stale (`cpr train {name}`, then `cpr calibrate "
+            f"{name}`)"
+        )
+    if not lines:
+        kept = c.questions_kept
+        plus = f"; {kept} question(s) added with --questions alone kept" if kept else ""
+        lines.append(
+            f"no changes: {name} in Neo4j matches its files (graph {report.fingerprint}){plus}"
+        )
+    return lines
 
 
 def _add_questions(name: str, path: Path, strict: bool, batch_size: int) -> None:

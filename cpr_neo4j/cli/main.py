@@ -19,6 +19,7 @@ from cpr_neo4j.errors import CprError
 COMMANDS: dict[str, tuple[str, str]] = {
     "neo4j": ("neo4j_cmd", "neo4j"),
     "ingest": ("ingest_cmd", "ingest"),
+    "drop": ("drop_cmd", "drop"),
     "train": ("train_cmd", "train"),
     "calibrate": ("calibrate_cmd", "calibrate"),
     "label": ("label_cmd", "label"),

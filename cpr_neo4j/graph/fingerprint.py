@@ -1,9 +1,10 @@
 """Graph fingerprints: which version of a dataset's graph a model or calibration was made on.
 
-A calibration's guarantee holds for the graph it was computed on. Ingest only adds (MERGE),
-so entity and triple counts plus the relation types change whenever the graph does; their
-digest, with a generation number bumped at each change, is the fingerprint stored on the
-:Dataset node and copied onto :ScoringModel and :Calibration.
+A calibration's guarantee holds for the graph it was computed on. The digest of entity and
+triple counts plus the relation types, with a generation number bumped whenever the digest
+changes or a re-ingest replaced anything (graph/changes.py: a rename or a swapped triple
+leaves the counts alone), is the fingerprint stored on the :Dataset node and copied onto
+:ScoringModel and :Calibration.
 
 The digest also covers the dataset's topic-answer setting (whether a path may end back on
 its topic): it changes which candidates search returns, so a model or calibration made
@@ -20,8 +21,10 @@ from cpr_neo4j.graph.cypher import statement
 from cpr_neo4j.graph.store import GraphStore
 
 
-def refresh(store: GraphStore, dataset: str) -> str:
-    """Recompute the digest (a scan of the dataset: call after ingest) and store it."""
+def refresh(store: GraphStore, dataset: str, bump: bool = False) -> str:
+    """Recompute the digest (a scan of the dataset: call after ingest) and store it; bump:
+    a new generation even if the digest is the same (a re-ingest replaced a name, a triple
+    or a question without moving the counts)."""
     counts = store.read("dataset_counts", dataset=dataset)[0]
     relations = sorted(
         r["name"] for r in store.read("relations", dataset=dataset) if r["direction"] == "forward"
@@ -32,7 +35,9 @@ def refresh(store: GraphStore, dataset: str) -> str:
         shape.append({"topic_answers": True})
     digest = hashlib.sha256(json.dumps(shape).encode()).hexdigest()[:12]
     rows, _ = store.query(
-        statement("dataset_fingerprint"), {"dataset": dataset, "digest": digest}, write=True
+        statement("dataset_fingerprint"),
+        {"dataset": dataset, "digest": digest, "bump": bump},
+        write=True,
     )
     if not rows:
         raise CprError(f"dataset {dataset!r} is not in Neo4j: run `cpr ingest {dataset}`")

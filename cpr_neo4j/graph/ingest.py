@@ -5,7 +5,9 @@ Dataset record is marked complete, with the dataset's conventions (`topic_answer
 a topic may be its own answer; loaders/topic_answers.py decides it when the loader did not).
 Every write creates only what is missing (MERGE, or for relationships CREATE after a
 check), so a killed run re-run from the start finishes the job and a second run creates
-nothing.
+nothing. A dataset already in Neo4j is first compared with the files (graph/changes.py):
+what they no longer hold is deleted, renamed entities renamed, changed questions written
+again, and the fingerprint moves on (a resumable marker on the Dataset covers a killed run).
 
 The graph, questions and links go in column batches (graph/columns.py): relationships of
 every type through ONE statement, where a statement per type cost a plan compile and a
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cpr_neo4j.errors import BadInput
-from cpr_neo4j.graph import fingerprint
+from cpr_neo4j.graph import changes, fingerprint
+from cpr_neo4j.graph.changes import Changes
 from cpr_neo4j.graph.columns import write_entities, write_links, write_questions, write_triples
 from cpr_neo4j.graph.cypher import rel_type, statement
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP
@@ -38,6 +41,9 @@ class IngestReport:
     created_nodes: int = 0
     created_relationships: int = 0
     stages: dict[str, int] = field(default_factory=dict)  # rows sent per stage
+    changes: Changes = field(default_factory=Changes)  # against what Neo4j held before
+    fingerprint_before: str | None = None
+    fingerprint: str = ""
 
     def add(self, stage: str, rows: int, counters) -> None:
         self.stages[stage] = self.stages.get(stage, 0) + rows
@@ -85,9 +91,23 @@ def ingest(
         raise BadInput(f"dataset {dataset.name!r} has no triples: nothing to ingest")
     bootstrap(store)
     name = dataset.name
-    report = IngestReport()
+    topic_answers = dataset.topic_answers
+    if topic_answers is None:  # a caller that did not decide (the CLI does, and says so)
+        topic_answers = decide(dataset)[1].on
+    info = store.read("dataset_info", dataset=name)
+    before = info[0]["d"] if info else {}
+    # what the files change: removed and changed parts deleted first, the rest MERGEd below
+    plan = changes.plan(store, dataset, topic_answers)
+    report = IngestReport(changes=plan.changes, fingerprint_before=before.get("fingerprint"))
     tick = progress or (lambda stage, n: None)
-    store.write("dataset_begin", dataset=name)
+    # a replace left unfinished (killed) bumps the fingerprint on the re-run too
+    bump = (plan.changes.any() and not plan.changes.new_dataset) or bool(before.get("replacing"))
+    if bump:
+        store.write("dataset_replacing", dataset=name)
+        changes.apply(store, plan, name, batch_size)
+        store.write("clear_hub_lists", dataset=name)
+    else:
+        store.write("dataset_begin", dataset=name)
 
     def run(stage: str, text: str, rows: Iterator[dict]) -> None:
         for n, counters in store.write_batches(text, rows, batch_size, {"dataset": name}):
@@ -122,9 +142,6 @@ def ingest(
         for n, counters in batches:
             report.add(stage, n, counters)
             tick(stage, n)
-    topic_answers = dataset.topic_answers
-    if topic_answers is None:  # a caller that did not decide (the CLI does, and says so)
-        topic_answers = decide(dataset)[1].on
     # each hub's capped neighbour list, so searches read it rather than sort its degree
     store.autocommit("hub_lists", dataset=name, cap=DEFAULT_FANOUT_CAP)
     store.write(
@@ -135,10 +152,11 @@ def ingest(
             "entities_source": dataset.entities.height,
             "questions_source": q.height,
             "topic_answers": topic_answers,
+            "replacing": None,  # removes the marker
         },
     )
     # a changed graph, or a changed topic-answer setting, makes older calibrations stale
-    fingerprint.refresh(store, name)
+    report.fingerprint = fingerprint.refresh(store, name, bump=bump)
     return report
 
 
@@ -199,9 +217,38 @@ def counts(store: GraphStore, dataset: str) -> dict:
     }
 
 
-def drop(store: GraphStore, dataset: str) -> None:
-    """Delete every node of one dataset, in batches of their own transactions."""
-    store.autocommit("delete_dataset", dataset=dataset)
+@dataclass(frozen=True)
+class Dropped:
+    """What `drop` did: nodes of the dataset deleted, and its Ask, model and calibration records."""
+
+    nodes: int
+    asks: int  # deleted (0 when kept)
+    models: list[str]  # ScoringModel ids: deleted, or marked stale when kept
+    calibrations: list[str]
+    models_deleted: bool
+
+
+def drop(store: GraphStore, dataset: str, asks: bool = True, models: bool = True) -> Dropped:
+    """Delete one dataset's Entity, Relation, Question and Dataset nodes, each batch its own
+    transaction; asks: its (:Ask) records too; models: its ScoringModels and Calibrations
+    (else marked as made on a dropped graph, so none serves a later ingest of the name).
+    Nodes of other labels or datasets are never touched."""
+    made = store.read("dataset_models", dataset=dataset)[0]
+    nodes = store.autocommit_rows("delete_dataset", dataset=dataset)[0]["deleted"]
+    gone = (
+        store.autocommit_rows("delete_dataset_asks", dataset=dataset)[0]["deleted"] if asks else 0
+    )
+    if models:
+        store.write("delete_dataset_models", dataset=dataset)
+    else:
+        store.write("mark_dataset_stale", dataset=dataset)
+    return Dropped(
+        nodes=nodes,
+        asks=gone,
+        models=list(made["models"]),
+        calibrations=list(made["calibrations"]),
+        models_deleted=models,
+    )
 
 
 def add_questions(
@@ -226,4 +273,8 @@ def add_questions(
         for n, counters in batches:
             report.add(stage, n, counters)
             tick(stage, n)
+    # kept by a later re-ingest of the dataset's own files, which do not hold them
+    ids = dataset.questions.get_column("id").to_list()
+    for off in range(0, len(ids), batch_size):
+        store.write("mark_questions_added", dataset=dataset.name, ids=ids[off : off + batch_size])
     return report

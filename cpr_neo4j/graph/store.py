@@ -140,6 +140,11 @@ class GraphStore:
         with self.driver.session(database=self.database) as session:
             return session.run(Query(statement(name)), params).consume().counters
 
+    def autocommit_rows(self, name: str, /, **params: Any) -> list:
+        """Records of a named statement run in an implicit transaction (CALL {} IN TRANSACTIONS)."""
+        with self.driver.session(database=self.database) as session:
+            return list(session.run(Query(statement(name)), params))
+
     def read(self, name: str, /, **params: Any) -> list:
         """Records of the named read statement (routed to a reader in a cluster)."""
         return self.query(statement(name), params)[0]
