@@ -57,3 +57,108 @@ def test_without_the_score_family_the_smallest_fitted_temperature_decides():
     item = {**ITEM, "costs": [0.5, 1.25]}
     with pytest.raises(Conflict):
         canary.check(Shifted([0.5, 1.25], 4e-6), [item], "c1")  # 4e-4 at T = 0.02
+
+
+# ---- the canary sees the encoder ------------------------------------------------------
+# Calibration saves every text it embedded (texts.npz) and a scorer keeps its embeddings:
+# a canary that read either would compare this machine's net with the calibration's
+# embeddings, never this machine's encoder with the calibration's. These tests run a real
+# ONNX export, as `cpr ask` does.
+
+CANARY_TEXTS = ["who directed ENT", "which films did ENT star in", "what genre is ENT"]
+STEPS = [["directed_by"], ["~starred_actors"], ["has_genre"], ["~directed_by", "has_genre"]]
+RELATIONS = {"directed_by": "directed by", "starred_actors": "starred actors", "has_genre": "genre"}
+T = 0.3  # the calibration's temperature in these tests (a surprisal family)
+
+
+@pytest.fixture(scope="module")
+def calibrated():
+    """A scorer as calibration had it, the canary it stored, and its embeddings as saved."""
+    from cpr_neo4j.model.encoder import TextEncoder
+    from cpr_neo4j.model.scorer import PathScorer
+
+    encoder = TextEncoder()
+    scorer = PathScorer(encoder, RELATIONS)
+    paths = [canary._path(p) for p in STEPS]
+    items = [
+        {
+            "q": q,
+            "paths": STEPS,
+            "costs": [float(c) for c in scorer.score(scorer.question(q), paths)],
+        }
+        for q in CANARY_TEXTS
+    ]
+    saved = scorer.embedded()  # what calibration writes to texts.npz
+    return encoder, items, saved
+
+
+def _serving(encoder_path, saved, optimise=True):
+    """A scorer of another process: its encoder runs `encoder_path` (same manifest, so the
+    same model name) and finds the calibration's saved embeddings on disk."""
+    import onnxruntime as ort
+
+    from cpr_neo4j.model.embedder import OnnxEmbedder
+    from cpr_neo4j.model.encoder import TextEncoder
+    from cpr_neo4j.model.scorer import PathScorer
+
+    encoder = TextEncoder(threads=1)
+    embedder = OnnxEmbedder(encoder_path, encoder.model_dir, "cpu", 1)
+    if not optimise:  # another ONNX Runtime setting: no graph fusions (other kernels run)
+        embedder._open()
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.intra_op_num_threads = 1
+        embedder._session = ort.InferenceSession(str(encoder_path), opts)
+    encoder._embedder = embedder
+    texts, vectors = saved
+    encoder._disk = ({t: i for i, t in enumerate(texts)}, vectors)  # texts.npz, as saved
+    return PathScorer(encoder, RELATIONS)
+
+
+def test_the_canary_is_silent_when_nothing_moved(calibrated):
+    encoder, items, saved = calibrated
+    scorer = _serving(encoder.manifest["path"], saved)
+    assert canary.check(scorer, items, "c1", spec={"family": "surprisal", "T": T}) == 0.0
+
+
+def test_the_canary_fires_when_the_model_file_was_edited(calibrated, tmp_path):
+    """One weight matrix scaled by 1 + 1e-3: the same file size, so the same manifest and
+    model name; the calibration's saved embeddings still answer every canary text."""
+    import onnx
+    from onnx import numpy_helper
+
+    encoder, items, saved = calibrated
+    model = onnx.load(encoder.manifest["path"])
+    weights = max(model.graph.initializer, key=lambda t: int(np.prod(t.dims)))
+    moved = numpy_helper.to_array(weights) * np.float32(1 + 1e-3)
+    weights.CopyFrom(numpy_helper.from_array(moved, weights.name))
+    edited = tmp_path / "model.onnx"
+    onnx.save(model, str(edited))
+
+    scorer = _serving(edited, saved)
+    paths = [canary._path(p) for p in STEPS]
+    # what a scorer of that process computes reads the saved embeddings: no difference ...
+    ctx = scorer.question(items[0]["q"])
+    assert scorer.score(ctx, paths).tolist() == items[0]["costs"]
+    # ... while the canary embeds its texts with the edited file and sees the move
+    spec = {"family": "surprisal", "T": T}
+    assert canary.drift(scorer, items) * canary.score_per_cost(spec) > TOLERANCE
+    with pytest.raises(Conflict, match="scores paths differently from calibration c1"):
+        canary.check(scorer, items, "c1", spec=spec)
+
+
+def test_the_canary_sees_a_runtime_setting_that_changes_bits(calibrated):
+    """ONNX Runtime without graph fusions runs other kernels (~1e-7 per coordinate here):
+    the canary reports what those embeddings do to the costs, in score units, as a scorer
+    that never saw the saved embeddings computes them; here inside the cut's slack."""
+    encoder, items, saved = calibrated
+    scorer = _serving(encoder.manifest["path"], saved, optimise=False)
+    spec = {"family": "surprisal", "T": T}
+    moved = canary.check(scorer, items, "c1", spec=spec)
+    unsaved = _serving(encoder.manifest["path"], ([], np.zeros((0, 384), np.float32)), False)
+    paths = [canary._path(p) for p in STEPS]
+    worst = max(
+        float(np.abs(unsaved.score(unsaved.question(i["q"]), paths) - i["costs"]).max())
+        for i in items
+    )
+    assert moved == worst * canary.score_per_cost(spec) <= TOLERANCE

@@ -51,19 +51,41 @@ class CostCache:
         self._known.update(zip(keys, costs, strict=True))
 
 
+class _Afresh:
+    """An encoder that embeds every text now (TextEncoder.embed_now): no cached vector,
+    in memory or in texts.npz, stands in for this machine's ONNX Runtime."""
+
+    def __init__(self, encoder: Any):
+        self._inner = encoder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
+        return self._inner.embed_now(texts)
+
+
 @contextmanager
 def computed(scorer: Any) -> Iterator[Any]:
-    """`scorer` keeping no costs within the block: what it returns there is computed now (a
-    check of this machine's arithmetic must not read the costs it checks). A scorer without
-    a store of costs computes every one anyway."""
-    if not hasattr(scorer, "costs"):
+    """A scorer that computes everything now: the same weights, relation texts and priors
+    as `scorer`, but no kept cost and no kept embedding (its own tables start empty and its
+    encoder reads no cache). A check of this machine's arithmetic must not read what it
+    checks: embeddings saved by calibration (texts.npz) hold every canary text, so reusing
+    them would leave the encoder, the one part that differs between machines, unchecked.
+    An object that is not a PathScorer (a test's stub) is used as it is."""
+    from cpr_neo4j.model.scorer import PathScorer
+
+    if not isinstance(scorer, PathScorer):
         yield scorer
         return
-    kept, scorer.costs = scorer.costs, CostCache()
-    try:
-        yield scorer
-    finally:
-        scorer.costs = kept
+    yield PathScorer(
+        _Afresh(scorer.encoder),
+        scorer.relation_text,
+        scorer.rho,
+        net=scorer.net,
+        device=scorer.requested_device,
+        backend=scorer.backend,
+    )
 
 
 # ---- the table `cpr calibrate` keeps for `cpr serve` -----------------------------------
@@ -128,8 +150,10 @@ def checked_table(scorer: Any, folder: Path, model_id: str) -> dict[tuple[str, R
         return {}
     keys = list(table)
     sample = [keys[i] for i in np.linspace(0, len(keys) - 1, min(CHECKED, len(keys))).astype(int)]
-    with computed(scorer):
-        now = [float(scorer.score(scorer.question(t), [p])[0]) for t, p in sample]
+    with computed(scorer) as fresh:
+        fresh.questions([t for t, _ in sample])  # each text embedded once, in one batch
+        fresh.path_rows([p for _, p in sample])
+        now = [float(fresh.score(fresh.question(t), [p])[0]) for t, p in sample]
     if now != [table[k] for k in sample]:
         log.warning("%s: this machine computes other costs; not used", folder / TABLE)
         return {}

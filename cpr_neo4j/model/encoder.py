@@ -107,6 +107,12 @@ class TextEncoder:
     def threads(self, n: int | None) -> None:
         self._embedder.threads = n  # the session reopens with it on the next encode
 
+    def embed_now(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings computed now by this machine's ONNX Runtime, reading no cache (neither
+        memory nor texts.npz, which another machine's encoder may have written): what the
+        canary compares with calibration."""
+        return self._embedder.embed(list(texts))
+
     def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
         """(n, 384) float32, unit-norm rows; unseen texts are encoded in one batched call.
 

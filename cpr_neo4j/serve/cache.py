@@ -40,6 +40,7 @@ class LockedEncoder:
         self._inner = inner
         self._max_cached = max_cached
         self._calls: Coalescer[list[str], np.ndarray] = Coalescer(self._run)
+        self._lock = threading.Lock()  # one call into the inner encoder at a time
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -47,6 +48,11 @@ class LockedEncoder:
     def encode(self, texts: Sequence[str], cache: bool = True) -> np.ndarray:
         """TextEncoder.encode; every text is cached (see _run), whatever `cache` says."""
         return self._calls.submit(list(texts))
+
+    def embed_now(self, texts: Sequence[str]) -> np.ndarray:
+        """TextEncoder.embed_now (the canary's: no cache read or written)."""
+        with self._lock:
+            return self._inner.embed_now(texts)
 
     def _run(self, calls: list[list[str]]) -> list[np.ndarray]:
         cached = getattr(self._inner, "_cache", None)
@@ -56,7 +62,8 @@ class LockedEncoder:
         # Cached even when the caller keeps its own table (a scorer's paths, cache=False):
         # each scorer of the pool has a table of its own, and without the shared cache
         # every one of them embedded the same relation paths again (~5 ms a call).
-        vectors = self._inner.encode(texts)
+        with self._lock:
+            vectors = self._inner.encode(texts)
         row = {t: i for i, t in enumerate(texts)}
         return [vectors[[row[t] for t in ts]] for ts in calls]
 

@@ -47,14 +47,16 @@ def _path(keys: Sequence[str]) -> RelPath:
 
 
 def drift(scorer: Any, canary: Sequence[dict]) -> float:
-    """The largest absolute change of a canary cost when computed here (never read from the
-    costs the scorer keeps, which may come from the calibration's own table)."""
+    """The largest absolute change of a canary cost when computed here, from embeddings
+    this machine's encoder computes now (never from kept costs, which may come from the
+    calibration's own table, nor from kept embeddings, which texts.npz holds for every
+    canary text: model.costs.computed)."""
     worst = 0.0
-    with computed(scorer):
+    with computed(scorer) as fresh:
         for item in canary:
             if not item["paths"]:
                 continue
-            now = scorer.score(scorer.question(item["q"]), [_path(p) for p in item["paths"]])
+            now = fresh.score(fresh.question(item["q"]), [_path(p) for p in item["paths"]])
             was = np.asarray(item["costs"], dtype=float)
             worst = max(worst, float(np.max(np.abs(now - was))))
     return worst
