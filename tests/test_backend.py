@@ -134,10 +134,11 @@ def test_encoder_runs_the_export_and_pins_its_id(in_home):
     out = enc.encode(texts)
     assert out.shape == (4, 384) and out.dtype == np.float32
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
-    alone = np.stack([enc.encode([t], cache=False)[0] for t in texts])
+    # embed_now reads no cache (encode would return `out`'s own vectors, cached just above)
+    alone = np.stack([enc.embed_now([t])[0] for t in texts])
     assert np.array_equal(out, alone)  # equal-length groups: no padding, batch-independent
     # measured, not constructed (docs/method.md): another intra-op thread count, same bits
-    assert np.array_equal(out, TextEncoder(threads=2).encode(texts[::-1], cache=False)[::-1])
+    assert np.array_equal(out, TextEncoder(threads=2).embed_now(texts[::-1])[::-1])
     scorer = PathScorer(enc, {})
     sim = scorer.similarity(texts[:2], texts[:1])
     assert np.array_equal(sim[:1], scorer.similarity(texts[:1], texts[:1]))  # exact products

@@ -2,7 +2,8 @@
 Chromium (Selenium): log in, open the link `cpr ask` printed, run it, read the result panel.
 
 The browser test needs Debian's `chromium` and `chromium-driver` and Selenium (`.ci/run`
-installs them); it is skipped without them unless CPR_REQUIRE_BROWSER=1 (CI), and saves its
+installs them) and the local server `cpr neo4j start` runs; it is skipped without them
+unless CPR_REQUIRE_BROWSER=1 (CI), where what it cannot run fails it. It saves its
 screenshot to CPR_BROWSER_SCREENSHOT (e.g. docs/browser.png) or under pytest's tmp folder.
 """
 
@@ -105,7 +106,7 @@ def asked(chromium, store, metaqa, neo4j_settings, tmp_path_factory, two_hop):
     from tests.conftest import private_home
 
     if neo4j_settings.source in ("environment", "testcontainers"):
-        pytest.skip("needs the local server that `cpr neo4j start` runs (its Browser)")
+        _need("needs the local server that `cpr neo4j start` runs (its Browser)")
     home = private_home(tmp_path_factory, "cpr_home_browser")
     (home / "models").mkdir()
     model_id = two_hop.model_id

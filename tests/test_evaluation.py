@@ -4,6 +4,8 @@ sequence serving CPR (never the ablation eval trains)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from cpr_neo4j.conformal.guarantee import request
@@ -97,12 +99,14 @@ def test_the_report_has_both_views_and_the_fair_hop_level_baseline(models):
     for m in hop:
         for a in ALPHAS:
             row = out.deployed.row(m, a)
-            assert len(row.tau) == 1 and row.n_test == 30 and 0 <= row.ecr <= 1
+            assert len(row.tau) == 1 and row.n_test == 30
+            assert row.ecr * 30 == pytest.approx(round(row.ecr * 30))  # a share of 30
     # Bonferroni at H = 1 is the uncorrected threshold
     assert out.deployed.row(hop[0], 0.1).tau == out.deployed.row(hop[1], 0.1).tau
     for m in ("CPR", "top-k (CPR)"):  # the pooled view, a second view on each row
         pooled = out.deployed.row(m, 0.3).pooled
-        assert 0 <= pooled["ecr_mean"] <= 1 and 0 <= pooled["held"] <= 1
+        assert set(pooled) == {"ecr_mean", "ecr_p5", "held"}  # values: test_deployed's
+        assert all(math.isfinite(v) for v in pooled.values())
     assert [x.method for x in out.deployed.diagnoses][0] == "CPR"
     assert {"Abl.1 (V_sem)", "Abl.2 (w/o PUCT)"} <= {x.method for x in out.deployed.diagnoses}
     for kind in ("json", "markdown", "ecr_plot", "apss_plot"):

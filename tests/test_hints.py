@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 import time
+import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -196,18 +197,24 @@ def test_relation_lookup_maps_spellings_back_to_types():
     assert table["film.film.directed_by"] == "film.film.directed_by"
 
 
-def test_timeout_and_unreachable_server_are_bounded_errors(server):
+def test_timeout_and_unreachable_server_are_bounded_errors(server, monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]  # closed again below: nothing listens there
     with pytest.raises(HintFailed, match="start the server"):
         OpenAIHints(f"http://127.0.0.1:{dead}", "m", timeout=1).hints("q", RELS, 2)
+    # The slow question's reply (a valid one) comes after 1.5 s: a client that waited for it
+    # would answer; one bounded by its 0.3 s timeout fails with Timeout after ATTEMPTS tries
+    # and one RETRY_WAIT between them (timing itself is bench's business, not a unit test's).
     slow = OpenAIHints(server.url, "m", timeout=0.3)
-    t0 = time.perf_counter()
+    waits: list[float] = []
+    clock = types.SimpleNamespace(sleep=waits.append, perf_counter=time.perf_counter)
+    monkeypatch.setattr(llm_hints, "time", clock)  # the module's clock only, not the server's
     with pytest.raises(HintFailed, match="Timeout"):
         slow.hints("slow question", RELS, 2)
-    # two attempts of 0.3 s plus the 0.5 s wait, well before the 1.5 s reply would come
-    assert time.perf_counter() - t0 < 1.45
+    tries = [r for r in server.requests if "slow question" in r["body"]["messages"][-1]["content"]]
+    assert len(tries) == llm_hints.ATTEMPTS == 2
+    assert waits == [llm_hints.RETRY_WAIT] * (llm_hints.ATTEMPTS - 1)
 
 
 def test_provider_options():

@@ -9,7 +9,6 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import linking
 from cpr_neo4j.graph.entity_index import EntityIndex
 from cpr_neo4j.stages.linked import from_linking, masked_text
-from tests.conftest import SHARED_DATA
 
 
 def index(*names, degrees=None, relations=()):
@@ -169,29 +168,9 @@ def test_masking_replaces_the_words_the_linker_used():
     assert masked_text(text, c) == "what did ENT do"
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "metaqa").is_dir(), reason="needs ../shared/data")
-def test_plain_metaqa_links_as_well_as_bracketed_on_the_issue_sample():
-    """The issue's 600 (random.seed(0) over the test questions): 5e0108f linked 509 plain
-    ones to the gold topic and refused 68. Ties now go to the search: count them as
-    resolved only when the gold topic is among the readings searched."""
-    import random
-
-    from cpr_neo4j.loaders.metaqa import load_metaqa
-    from tests.linking_index import index_of
-
-    ds = load_metaqa(splits=("test",))
-    idx, _ = index_of(ds)
-    random.seed(0)
-    rows = random.sample(ds.questions.select("text", "topics").rows(), 600)
-    hit = wrong = 0
-    for text, topics in rows:
-        plain = text.replace("[", "").replace("]", "")
-        ids, _ = take(idx, plain)
-        if len(ids) == 1 and set(ids[0]) == set(topics):
-            hit += 1
-        elif not any(set(i) == set(topics) for i in ids):
-            wrong += 1
-    assert hit >= 570 and wrong <= 6, (hit, wrong)  # 588 and 2 when written
+# How many of the issue's 600 plain MetaQA questions link to their gold topic is a figure of
+# the linker's quality, not a property a unit test can derive: `python bench/linking.py
+# metaqa` measures it (588 gold, 2 wrong at 7508136); a floor typed from that run was here.
 
 
 class _Cand:

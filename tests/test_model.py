@@ -48,7 +48,10 @@ def test_encoder_normalised_and_cached(enc):
     uncached = enc.encode(["a text kept out of the cache"], cache=False)
     assert "a text kept out of the cache" not in enc._cache
     assert np.allclose(uncached, enc.encode(["a text kept out of the cache"]))
-    assert enc.model_name.startswith("all-MiniLM-L6-v2-") and enc.model_name == enc.model_name
+    # the name pins the weights and the export: both files' hashes, from the manifest
+    made = enc.manifest
+    want = f"all-MiniLM-L6-v2-{made['weights_sha256'][:12]}-onnx-{made['onnx_sha256'][:12]}"
+    assert enc.model_name == want
 
 
 def test_missing_encoder_package_says_how_to_fix(monkeypatch):
@@ -259,6 +262,22 @@ def movie_questions(graph: InMemoryGraph, seed: int = 0):
     return out
 
 
+def pair_correct(scorer, pairs, use_net: bool) -> np.ndarray:
+    """Per pair: 1 when V(p+) < V(p-), 1/2 on a tie (model.train.pairwise_accuracy's mean)."""
+    from cpr_neo4j.model.train import pair_rows
+
+    q, pos, neg = pair_rows(scorer, pairs)
+    v_pos, v_neg = scorer.cost_rows(q, pos, use_net), scorer.cost_rows(q, neg, use_net)
+    return (v_pos < v_neg) + 0.5 * (v_pos == v_neg)
+
+
+def clear_gain(before: np.ndarray, after: np.ndarray, z: float = 3.0) -> bool:
+    """`after` beats `before` on the same items by more than z standard errors of the mean
+    paired difference (a gain no seed or BLAS kernel would give by chance)."""
+    d = np.asarray(after, float) - np.asarray(before, float)
+    return bool(d.mean() > z * d.std(ddof=1) / np.sqrt(len(d)))
+
+
 def test_training_beats_v_sem_on_held_out_entities(enc):
     graph = InMemoryGraph(movie_graph())
     questions = movie_questions(graph)
@@ -280,12 +299,15 @@ def test_training_beats_v_sem_on_held_out_entities(enc):
     model = PathScorer(enc, {}, priors.rho_map(), RCVNet(), device="cpu")
     before = pairwise_accuracy(model, test, use_net=False)
     assert pairwise_accuracy(model, test, use_net=True) == before  # zero-init
+    was = pair_correct(model, test, use_net=False)
     report = train_rcvnet(model, train, epochs=6, seed=0, progress=False)
     after = pairwise_accuracy(model, test, use_net=True)
     print(f"held-out pairwise accuracy: V_sem {before:.3f} -> RCVNet {after:.3f}; {report}")
     assert report.epoch_losses[-1] < report.epoch_losses[0]
     assert report.accuracy_trained > report.accuracy_vsem
-    assert after > before + 0.05 and after > 0.9
+    # better on held-out pairs by more than chance: the paired gain over 3 standard errors
+    # of its mean (no floor typed from one seeded run: other BLAS kernels train other weights)
+    assert clear_gain(was, pair_correct(model, test, use_net=True)), (before, after)
 
     # Same pairs + seed -> same weights (hence the same model id).
     ids = set()
@@ -307,13 +329,15 @@ def test_anchor_term_puts_costs_on_one_scale(enc):
         for p in collector.collect([t], a, text, 2, None, qid)
     ]
 
-    def separated_by_zero(anchor: float) -> float:
+    def separated_by_zero(anchor: float) -> np.ndarray:
+        """Per pair: (right path's cost < 0) + (wrong path's cost > 0), over 2."""
         model = PathScorer(enc, {}, device="cpu")
         train_rcvnet(model, pairs, epochs=6, seed=0, progress=False, anchor=anchor)
         q, pos, neg = pair_rows(model, pairs)
         v_pos, v_neg = model.cost_rows(q, pos), model.cost_rows(q, neg)
-        return float(((v_pos < 0).mean() + (v_neg > 0).mean()) / 2)
+        return ((v_pos < 0).astype(float) + (v_neg > 0)) / 2
 
-    # one threshold (0) separates right from wrong paths across questions far better
+    # one threshold (0) separates right from wrong paths across questions better, by more
+    # than chance on these pairs (paired gain over 3 standard errors of its mean)
     plain, anchored = separated_by_zero(0.0), separated_by_zero(1.0)
-    assert anchored > plain + 0.1 and anchored > 0.85, (plain, anchored)
+    assert clear_gain(plain, anchored), (plain.mean(), anchored.mean())

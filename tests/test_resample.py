@@ -72,7 +72,7 @@ def test_resplits_equal_a_brute_force_loop_one_pool(delta):
         got = resplits(s, g, 55, alpha, delta, draws=40, seed=5)
         want = _brute_resplits(s, g, 55, alpha, delta, 40, 5, None)
         assert got == pytest.approx(want, rel=1e-12, abs=1e-12), alpha
-        assert 0 <= got[2] <= 1 and got[1] <= got[0]
+        assert got[1] <= got[0]  # the 5th percentile of ECR is at most its mean
 
 
 @pytest.mark.parametrize("delta", [None, 0.1])

@@ -419,13 +419,13 @@ HEAD = b"POST /ask HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
 
 
 def test_an_announced_big_body_is_413_before_it_is_sent(neo4j_settings):
-    """Content-Length 50 MB: the 413 comes back at once, with not one byte of body sent."""
+    """Content-Length 50 MB: the 413 comes back with not one byte of body sent (a server
+    that read the body first would never reply here: the socket's timeout would fail the
+    read)."""
     with serving(create_app(dead_settings(neo4j_settings))) as port, connect(port) as sock:
-        began = time.perf_counter()
         sock.sendall(HEAD + b"Content-Length: 52428800\r\n\r\n")
         status, body = reply(sock)
-        seconds = time.perf_counter() - began
-    assert status == 413 and seconds < 0.5, seconds
+    assert status == 413
     assert body["status"] == 413 and body["type"] == "RequestTooLarge"
     assert "1048576 bytes" in body["detail"]
 
