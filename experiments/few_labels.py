@@ -1,0 +1,247 @@
+"""Training from few labels, with and without questions generated from the graph (issue 57,
+item 3): one command runs the grid and writes a table.
+
+    python experiments/few_labels.py --dataset metaqa-plain \\
+        --out experiments/results/few_labels/metaqa-plain.json
+    python experiments/few_labels.py --table experiments/results/few_labels/metaqa-plain.json
+
+Protocol (deployed): one fixed set of real calibration questions, drawn once from the
+training split (`--cal` of them, seed 1234), calibrates every model; the working half of
+the test split (subsampled to `--max-test`, seed 0) is answered with each calibration, as
+`cpr eval` does; nothing is tuned on either. For each size n in `--sizes` and each seed,
+n real training questions are drawn (seeded by the seed) from the training split minus the
+calibration set, and a model is trained on them alone and on them plus `--generated`
+generated questions (training's seed = the same seed). n = 0 without generated questions
+is Abl.1 (V_sem, no training), evaluated once (it has no training randomness; its
+temperature is fitted on the seed-0 training questions of the largest size). "all": one
+model on every remaining training question (at most `--all-max` rolled out).
+
+Every finished point is appended to the JSON at once, so a run cut short keeps what it
+measured and a rerun skips the points already there. `--table` prints the markdown table:
+mean over the seeds run (and their count), min-max in brackets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ALPHAS = (0.05, 0.1, 0.3, 0.5)
+CAL_SEED = 1234
+
+
+def _key(p: dict) -> str:
+    return f"{p['size']}|{p['generated']}|{p['seed']}"
+
+
+def _load(out: Path) -> list[dict]:
+    if not out.exists():
+        return []
+    return [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+
+
+def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
+    from cpr_neo4j.stages.evaluate import EvalSettings, run
+
+    s = EvalSettings(
+        a.dataset,
+        alphas=ALPHAS,
+        methods=methods,
+        model_id=model_id,
+        max_questions=a.max_test,
+        hop_level=False,
+        variants=False,
+        boot=a.boot,
+        draws=20,  # pooled re-splits: a second view only, kept small
+        linking="text",
+        seed=0,
+        workers=1,
+    )
+    res = run(store, s, say=lambda m: None).deployed
+    out = {}
+    for name in {r.method for r in res.rows}:
+        if name not in ("CPR", "Abl.1 (V_sem)"):
+            continue
+        out[name] = {
+            str(r.alpha): {
+                "ecr": r.ecr,
+                "apss": r.apss,
+                "f1": r.metrics.get("f1") if isinstance(r.metrics, dict) else r.metrics.f1,
+                "attainable": r.attainable,
+                "hits1": r.metrics.get("hits1") if isinstance(r.metrics, dict) else r.metrics.hits1,
+            }
+            for r in res.rows
+            if r.method == name and r.risk == "coverage"
+        }
+    return {"n_cal": res.n_cal, "n_test": res.n_test, "methods": out}
+
+
+def run_grid(a) -> None:
+    from cpr_neo4j.config import Neo4jSettings
+    from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.stages import questions as qsel
+    from cpr_neo4j.stages.train import TrainSettings, train
+
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = {_key(p) for p in _load(out)}
+    sizes = [int(x) for x in a.sizes.split(",")]
+    seeds = [int(x) for x in a.seeds.split(",")]
+    with GraphStore(Neo4jSettings.load()) as store:
+        split = qsel.training_split(store, a.dataset)
+        pool = sorted(q.id for q in qsel.load(store, a.dataset, split, None))
+        cal = sorted(random.Random(CAL_SEED).sample(pool, a.cal))
+        rest = sorted(set(pool) - set(cal))
+
+        def point(size, generated, seed, training_ids, max_questions, methods=("cpr",)):
+            key = f"{size}|{generated}|{seed}"
+            if key in done:
+                return
+            began = time.monotonic()
+            if methods == ("abl1",):
+                model_id = a._abl1_model
+                trained = {}
+            else:
+                s = TrainSettings(
+                    a.dataset,
+                    calibration_ids=tuple(cal),
+                    training_ids=tuple(training_ids),
+                    generated=generated,
+                    max_questions=max_questions,
+                    rollouts=a.rollouts,
+                    epochs=a.epochs,
+                    seed=seed,
+                )
+                result = train(store, s)
+                model_id, trained = result.model_id, result.figures
+            ev = _evaluate(store, a, model_id, methods)
+            row = {
+                "size": size,
+                "generated": generated,
+                "seed": seed,
+                "model_id": model_id,
+                "trained": {k: v for k, v in trained.items() if not isinstance(v, list)},
+                "seconds": round(time.monotonic() - began, 1),
+                "settings": {
+                    "cal": a.cal,
+                    "max_test": a.max_test,
+                    "rollouts": a.rollouts,
+                    "epochs": a.epochs,
+                    "dataset": a.dataset,
+                },  # fmt: skip
+                **ev,
+            }
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            done.add(key)
+            print(f"{key}: {row['seconds']} s", flush=True)
+
+        a._abl1_model = None
+        for seed in seeds:  # one whole table per seed first: a cut-short run stays balanced
+            for size in sizes:
+                ids = sorted(random.Random(seed).sample(rest, size))
+                for generated in (0, a.generated) if size else (a.generated,):
+                    point(size, generated, seed, ids, max(size, 1))
+                if size == max(sizes) and seed == seeds[0] and a._abl1_model is None:
+                    a._abl1_model = _latest(out, size, 0, seed)
+            if a._abl1_model and "0|0|-1" not in done:
+                point(0, 0, -1, [], 1, methods=("abl1",))
+        if a.all:
+            point("all", 0, 0, rest, a.all_max)
+
+
+def _latest(out: Path, size: int, generated: int, seed: int) -> str | None:
+    for p in _load(out):
+        if (p["size"], p["generated"], p["seed"]) == (size, generated, seed):
+            return p["model_id"]
+    return None
+
+
+def _cell(points: list[dict], alpha: str, method: str) -> str:
+    vals = [p["methods"][method][alpha] for p in points if method in p["methods"]]
+    if not vals:
+        return "-"
+    att = [v for v in vals if v["attainable"]]
+    if not att:
+        return f"not attainable ({len(vals)})"
+
+    def m(k: str) -> str:
+        xs = [v[k] for v in att]
+        mean = statistics.mean(xs)
+        rng = f" [{min(xs):.2f}-{max(xs):.2f}]" if len(xs) > 1 else ""
+        return f"{mean:.2f}{rng}" if k == "apss" else f"{mean:.3f}"
+
+    note = "" if len(att) == len(vals) else f", attained in {len(att)} of {len(vals)}"
+    return f"{m('ecr')} / {m('apss')} / {m('f1')}{note}"
+
+
+def table(path: Path) -> str:
+    points = _load(path)
+    if not points:
+        return "(no points)"
+    groups: dict[tuple, list[dict]] = {}
+    for p in points:
+        groups.setdefault((str(p["size"]), p["generated"]), []).append(p)
+    first = points[0]
+    lines = [
+        f"{first['settings']['dataset']}: {first['n_cal']} calibration questions (the same "
+        f"for every row), {first['n_test']} test questions; rollouts "
+        f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}. Each cell: "
+        "ECR / APSS [min-max over seeds] / F1, mean over the seeds that attain alpha.",
+        "",
+        "| real training questions | generated | seeds | "
+        + " | ".join(f"α={a}" for a in ALPHAS)
+        + " | Hits@1 |",
+        "|---|---:|---:|" + "---:|" * (len(ALPHAS) + 1),
+    ]
+
+    def order(k):
+        size, gen = k
+        return (1e9 if size == "all" else int(size), gen)
+
+    for size, gen in sorted(groups, key=order):
+        pts = groups[(size, gen)]
+        method = "Abl.1 (V_sem)" if size == "0" and gen == 0 else "CPR"
+        label = "0 (Abl.1: V_sem)" if method != "CPR" else size
+        hits = [p["methods"][method]["0.5"]["hits1"] for p in pts if method in p["methods"]]
+        lines.append(
+            f"| {label} | {gen} | {len(pts)} | "
+            + " | ".join(_cell(pts, str(a), method) for a in ALPHAS)
+            + f" | {statistics.mean(hits):.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", default="metaqa-plain")
+    ap.add_argument("--out", default="experiments/results/few_labels/metaqa-plain.jsonl")
+    ap.add_argument("--sizes", default="0,30,100,300")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--generated", type=int, default=1000)
+    ap.add_argument("--cal", type=int, default=1000)
+    ap.add_argument("--max-test", type=int, default=1000)
+    ap.add_argument("--rollouts", type=int, default=32)
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--boot", type=int, default=200)
+    ap.add_argument("--all", action="store_true", help="also the model on every question")
+    ap.add_argument("--all-max", type=int, default=2000)
+    ap.add_argument("--table", metavar="JSONL", help="print the table of a results file")
+    a = ap.parse_args()
+    if a.table:
+        print(table(Path(a.table)))
+        return
+    run_grid(a)
+    print(table(Path(a.out)))
+
+
+if __name__ == "__main__":
+    main()
