@@ -136,7 +136,7 @@ def test_risk_fnr_and_allow_empty(neo4j_settings, every_hop):
     empty = [r for r in empty_ok if not r["answers"]]
     assert empty, "no empty set at alpha 0.5 with --allow-empty"
     for r in empty:
-        assert r["best_outside"] and r["best_outside"]["cost"] > r["tau"] and r["allow_empty"]
+        assert r["best_outside"] and r["best_outside"]["score"] > r["tau"] and r["allow_empty"]
 
 
 def test_canary_refuses_a_tampered_calibration(store, neo4j_settings, fixed_hop_only):
@@ -186,7 +186,7 @@ def test_entity_can_be_repeated(store, neo4j_settings, fixed_hop_only):
         print(f"\n--entity {a} --entity {b}: topics {r['topics']}, {len(r['answers'])} answers")
         assert r["calibration_id"] == cal.id and [t["id"] for t in r["topics"]] == [a, b]
         assert r["answers"] and r["guarantee"]
-        starts = {x["entities"][0] for x in r["answers"]}
+        starts = {x["path_entities"][0]["id"] for x in r["answers"]}
         assert starts <= {a, b}  # every answer's best path starts at one of the topics
     finally:
         store.query("MATCH (c:Calibration {id: $id}) DETACH DELETE c", {"id": cal.id}, write=True)

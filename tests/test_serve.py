@@ -627,3 +627,100 @@ def test_the_pools_scorers_share_path_embeddings():
     again = shared.encode([text], cache=False)  # another scorer's
     assert embedded == [[text]]
     assert np.array_equal(first, again) and first.shape == (1, 384)
+
+
+# --- issue 55 rows 12, 13, 15: one schema, strict JSON, unknown fields, batches -------------
+
+
+def _strict(text: str):
+    """json.loads that refuses NaN and Infinity, as JSON.parse does."""
+
+    def refuse(name: str):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("extra", [{"alpah": 0.5}, {"entities": ["x"]}], ids=["alpah", "entities"])
+def test_unknown_fields_are_422_naming_them(client, extra):
+    r = client.post("/ask", json={"question": QUESTION, "alpha": 0.1, **extra})
+    assert r.status_code == 422, r.text
+    (field,) = extra
+    assert r.json()["detail"].startswith(f"{field}: unknown field (the fields are question, alpha")
+    r = client.post("/ask/batch", json={"requests": [{"question": QUESTION}], **extra})
+    assert r.status_code == 422 and f"{field}: unknown field" in r.json()["detail"]
+
+
+def test_one_malformed_batch_item_does_not_sink_the_others(client, asked):
+    good = {"question": QUESTION, "alpha": 0.1, "hops": 2, "dataset": "metaqa"}
+    r = client.post(
+        "/ask/batch",
+        json={"requests": [good, {**good, "alpah": 0.5}, {"alpha": 0.1}, {**good, "alpha": 2}]},
+    )
+    assert r.status_code == 200, r.text
+    first, typo, missing, wrong = r.json()["results"]
+    asked.append(first["result"]["ask_id"])
+    assert first["result"]["answers"] and first["error"] is None
+    for item, says in ((typo, "alpah: unknown field"), (missing, "question: Field required"),
+                       (wrong, "alpha: Input should be less than 1")):  # fmt: skip
+        assert item["result"] is None and item["error"]["status"] == 422, item
+        assert item["error"]["detail"].startswith(says), item
+    # the batch's own bounds still refuse it whole (documented: 1 to 100 items)
+    r = client.post("/ask/batch", json={"requests": [good] * 101})
+    assert r.status_code == 422 and "at most 100 items" in r.json()["detail"]
+    assert client.post("/ask/batch", json={"requests": []}).status_code == 422
+
+
+def test_calibrations_give_their_alphas_and_taus(client, store, calibrated):
+    from cpr_neo4j.conformal.guarantee import Calibrated, request
+
+    r = client.get("/calibrations", params={"dataset": "metaqa"})
+    row = next(x for x in r.json() if x["model"] == calibrated)
+    assert row["alphas"] == [0.1, 0.3, 0.5] and not row["alphas_default"]  # two_hop's
+    node = store.read("calibration_node", id=row["id"])[0]["c"]
+    cal = Calibrated.from_node(node)
+    groups = sorted({int(g) for g in cal.groups.tolist()} - {0})
+    assert len(row["taus"]) == 3 * 2 * len(groups) > 0
+    for t in row["taus"]:
+        delta = row["delta"] if t["risk"] == "coverage" else None
+        want = cal.threshold(request(t["alpha"], delta, t["risk"]), t["group"]).value
+        assert t["tau_infinite"] == (want == math.inf)
+        assert t["tau"] == (None if math.isinf(want) else pytest.approx(want, abs=1e-12))
+
+
+def test_cli_json_is_the_http_schema_and_strict_json(neo4j_settings, client, asked, calibrated):
+    """`cpr ask --json` prints what POST /ask answers: the same fields, infinities as null
+    with tau_infinite, parseable by a strict parser (issue 55 row 13)."""
+    import os
+
+    from tests.conftest import cpr_cli
+
+    home = os.environ["CPR_HOME"]  # `calibrated` set it to the model's home
+    base = ["--dataset", "metaqa", "--hops", "2", "--json"]
+    cases = {
+        "plain": ["--alpha", "0.1"],
+        "all candidates": ["--alpha", "0.001", "--all-candidates"],  # +inf
+        "effective scores": ["--alpha", "0.5", "--effective-scores"],
+    }
+    fields = set(AskResponse.model_fields)
+    for name, extra in cases.items():
+        done = cpr_cli(neo4j_settings, home, "ask", QUESTION, *base, *extra)
+        assert done.returncode == 0, (name, done.stderr)
+        body = _strict(done.stdout)
+        asked.append(body["ask_id"])
+        assert set(body) == fields, name
+        AskResponse.model_validate(body)
+        assert body["answers"] and set(body["answers"][0]) == {
+            "rank", "id", "name", "score", "path", "path_entities"}  # fmt: skip
+        if name == "all candidates":
+            assert body["tau"] is None and body["tau_infinite"] is True
+    http = client.post(
+        "/ask", json={"question": QUESTION, "alpha": 0.1, "hops": 2, "dataset": "metaqa"}
+    ).json()
+    asked.append(http["ask_id"])
+    cli = _strict(cpr_cli(neo4j_settings, home, "ask", QUESTION, *base, "--alpha", "0.1").stdout)
+    asked.append(cli["ask_id"])
+    assert set(http) == set(cli)
+    assert [(a["id"], a["score"]) for a in http["answers"]] == [
+        (a["id"], a["score"]) for a in cli["answers"]
+    ]

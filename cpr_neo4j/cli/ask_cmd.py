@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
 from typing import Any, TextIO
 
 import click
@@ -183,8 +182,10 @@ def ask(
                 raise CprError(f"{failed} of {len(items)} questions failed (see their lines)")
             return
         r = answer(session, question or "", list(entities) or None)
-    if as_json:
-        click.echo(json.dumps(asdict(r), default=_plain, indent=2))
+    if as_json:  # the schema `cpr serve` answers with (docs/usage.md, "One answer's JSON")
+        from cpr_neo4j.serve.schemas import response
+
+        click.echo(response(r).model_dump_json(indent=2))
         return
     for note in r.notes:
         colour = "bold red" if "NO GUARANTEE" in note else "yellow"
@@ -234,10 +235,6 @@ def print_cypher(cypher: str) -> None:
     console.print(cypher, markup=False, highlight=False, soft_wrap=True)
 
 
-def _plain(value: Any) -> Any:
-    return None if value is None else str(value)
-
-
 def read_questions(lines: TextIO) -> list[tuple[int, dict]]:
     """(line number, {question, entity?, id?}) per non-blank line; a malformed line becomes
     {"error": ...} so that it fails alone."""
@@ -269,6 +266,7 @@ def read_questions(lines: TextIO) -> list[tuple[int, dict]]:
 
 def answer_file(session: Any, items: list[tuple[int, dict]], output: TextIO) -> int:
     """Answer every item in order, one JSON line each as it comes; returns how many failed."""
+    from cpr_neo4j.serve.schemas import response
     from cpr_neo4j.stages.ask import ask_many
 
     session.fields = {**session.fields, **FILE_FIELDS}
@@ -285,9 +283,9 @@ def answer_file(session: Any, items: list[tuple[int, dict]], output: TextIO) -> 
             elif isinstance(r, CprError):
                 out = key | {"question": row["question"], "error": str(r), "type": type(r).__name__}
             else:
-                out = key | asdict(r)
+                out = key | json.loads(response(r).model_dump_json())  # infinities: null
             failed += "error" in out
-            output.write(json.dumps(out, default=_plain) + "\n")
+            output.write(json.dumps(out, allow_nan=False) + "\n")
             output.flush()
             bar.advance(task)
     return failed

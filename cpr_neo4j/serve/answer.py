@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -10,7 +9,7 @@ from cpr_neo4j.errors import Conflict, CprError, HintFailed
 from cpr_neo4j.graph import records
 from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.serve.graph import is_unavailable
-from cpr_neo4j.serve.schemas import AnswerOut, AskRequest, AskResponse, ErrorBody, PathEntity
+from cpr_neo4j.serve.schemas import AskRequest, AskResponse, ErrorBody, response
 from cpr_neo4j.stages.ask import answer as answer_one
 from cpr_neo4j.stages.session import HTTP, find_calibration, open_session
 
@@ -187,35 +186,7 @@ def _answer(
         batcher.attach(session)  # the batch leases a scorer of its own
         r = answer_one(session, req.question, req.entity)
 
-    def out(a) -> AnswerOut:
-        steps = [PathEntity(id=e, name=n) for e, n in zip(a.entities, a.entity_names, strict=True)]
-        return AnswerOut(
-            rank=a.rank, id=a.id, name=a.name, score=a.cost, path=a.path, path_entities=steps
-        )
-
-    finite = not math.isinf(r.tau)
-    return AskResponse(
-        question=r.question,
-        dataset=r.dataset,
-        topics=[PathEntity(id=t["id"], name=t["name"]) for t in r.topics],
-        alpha=r.alpha,
-        delta=r.delta,
-        risk=r.risk,
-        tau=r.tau if finite else None,
-        tau_infinite=r.tau == math.inf,  # -inf (effective scores): the top level only
-        group=r.group,
-        n=r.n,
-        model_id=r.model_id,
-        calibration_id=r.calibration_id,
-        answers=[out(a) for a in r.answers],
-        best_outside=out(r.best_outside) if r.best_outside else None,
-        guarantee=r.guarantee,
-        notes=list(r.notes),
-        linking=r.linking,
-        ask_id=r.ask_id,
-        browser_url=r.browser_url,
-        cypher=r.cypher,
-    )
+    return response(r)
 
 
 def classify(exc: BaseException) -> ErrorBody | None:

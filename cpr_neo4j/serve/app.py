@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from neo4j.exceptions import DriverError, Neo4jError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,12 +31,14 @@ from cpr_neo4j.serve.cache import ScorerPool
 from cpr_neo4j.serve.graph import StoreHolder, is_unavailable
 from cpr_neo4j.serve.keepalive import KeepAliveLimit
 from cpr_neo4j.serve.schemas import (
+    MAX_BATCH,
     MAX_BODY_BYTES,
     AskRequest,
     AskResponse,
     BatchItem,
     BatchRequest,
     BatchResponse,
+    CalibrationOut,
     ErrorBody,
 )
 
@@ -47,7 +51,8 @@ ERRORS = {
     409: "No calibration matches the model, settings or entity linking asked for, or the "
     "graph changed since it was calibrated (allow_stale answers without a guarantee)",
     413: "Request body over the server's limit (1 MiB unless set otherwise), refused unread",
-    422: "Malformed request: empty or over-long question, alpha outside (0, 1)",
+    422: "Malformed request: an unknown field, empty or over-long question, alpha outside "
+    f"(0, 1), a batch of 0 or over {MAX_BATCH} items",
     502: "The relation-hint LLM server failed or gave no usable reply (never answered "
     "without the calibrated hints)",
     503: "Neo4j cannot be reached; retry later",
@@ -70,6 +75,40 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def calibration_out(store: Any, row: Any) -> CalibrationOut:
+    """A calibrations.cypher row; one made before taus were stored has them recomputed from
+    its scores at the default alphas (alphas_default)."""
+    from cpr_neo4j.conformal import levels
+    from cpr_neo4j.conformal.guarantee import Calibrated
+
+    r = {k: _finite(v) for k, v in dict(row).items()}
+    old = r.get("taus") is None
+    if old:
+        node = store.read("calibration_node", id=r["id"])[0]["c"]
+        cal = Calibrated.from_node(node)
+        r["alphas"] = list(levels.DEFAULT_ALPHAS)
+        r["taus"] = levels.tau_rows(cal, r["alphas"], r.get("delta"))
+    else:
+        r["taus"] = json.loads(r["taus"])
+    return CalibrationOut(**r, alphas_default=old)
+
+
+def validation_detail(errors: list, skip: int = 1) -> str:
+    """`alpah: unknown field (not one of AskRequest's)`; skip: the leading loc parts
+    ("body") left out."""
+
+    def one(e: dict) -> str:
+        where = ".".join(str(p) for p in e["loc"][skip:]) or "body"
+        if e.get("type") == "extra_forbidden":
+            return f"{where}: unknown field (the fields are {', '.join(FIELDS)})"
+        return f"{where}: {e['msg']}"
+
+    return "; ".join(one(e) for e in errors)
+
+
+FIELDS = tuple(AskRequest.model_fields)
 
 
 class BodyLimit:
@@ -197,10 +236,7 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        detail = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in errors
-        )
-        body = ErrorBody(status=422, type="ValidationError", detail=detail)
+        body = ErrorBody(status=422, type="ValidationError", detail=validation_detail(errors))
         return _error(body, errors=[{"loc": e["loc"], "msg": e["msg"]} for e in errors])
 
     @app.exception_handler(StarletteHTTPException)
@@ -240,11 +276,23 @@ def create_app(
 
     @app.post("/ask/batch", response_model=BatchResponse, responses=_responses(401, 413, 422, 503))
     def ask_batch(batch: BatchRequest) -> BatchResponse:
-        """Answer many questions (results in order); one item's bad input fails that item
-        only. Items run on a few threads at once, so their searches share batches."""
+        """Answer 1 to 100 questions (results in order); one item's bad input, a malformed
+        item included (422 in its place), fails that item only; Neo4j unreachable (503)
+        fails the batch. Items run on a few threads at once, so their searches share
+        batches."""
         store = holder.get()
 
-        def one(req: AskRequest) -> BatchItem:
+        def one(item: dict) -> BatchItem:
+            try:
+                req = AskRequest.model_validate(item)
+            except ValidationError as exc:  # this item only: the others are answered
+                return BatchItem(
+                    error=ErrorBody(
+                        status=422,
+                        type="ValidationError",
+                        detail=validation_detail(exc.errors(), 0),
+                    )
+                )
             try:
                 return BatchItem(result=answer(store, pool, req, hints, writer, batcher, cals))
             except Exception as exc:
@@ -259,10 +307,12 @@ def create_app(
     @app.get("/calibrations", responses=_responses(401, 503))
     def calibrations(
         dataset: str | None = None, limit: int = Query(100, ge=1, le=1000)
-    ) -> list[dict]:
-        """Stored calibrations, newest first (their scores left out)."""
-        rows = holder.get().read("calibrations", dataset=dataset, limit=limit)
-        return [{k: _finite(v) for k, v in r.items()} for r in rows]
+    ) -> list[CalibrationOut]:
+        """Stored calibrations, newest first, with the taus `cpr calibrate` computed per
+        alpha, risk and group (their per-question scores left out)."""
+        store = holder.get()
+        return [calibration_out(store, r) for r in store.read("calibrations", dataset=dataset,
+                                                               limit=limit)]  # fmt: skip
 
     @app.get(
         "/health",

@@ -1,10 +1,12 @@
-"""Request and response bodies of `cpr serve` (they make the OpenAPI schema at /docs)."""
+"""Request and response bodies of `cpr serve` (they make the OpenAPI schema at /docs), and
+the one schema of an answer: `cpr ask --json` and `--file` print the same AskResponse."""
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cpr_neo4j.conformal import DEFAULT_DELTA, refuse_fnr_delta
 from cpr_neo4j.errors import BadInput
@@ -15,8 +17,14 @@ MAX_BATCH = 100
 # with every option is ~0.15 MB, so 1 MiB refuses only what no valid request needs.
 MAX_BODY_BYTES = 1 << 20
 
+if TYPE_CHECKING:
+    from cpr_neo4j.stages.ask import Answer, AskResult
+
 
 class AskRequest(BaseModel):
+    # a misspelt field ("alpah") is refused (422 naming it), never answered at the default
+    model_config = ConfigDict(extra="forbid")
+
     question: str = Field(
         min_length=1,
         max_length=MAX_QUESTION_CHARS,
@@ -82,7 +90,17 @@ class AskRequest(BaseModel):
 
 
 class BatchRequest(BaseModel):
-    requests: list[AskRequest] = Field(min_length=1, max_length=MAX_BATCH)
+    """Items are checked one by one when answered (an item that is not a valid AskRequest
+    gets its own 422 in `results`); the list itself must hold 1 to MAX_BATCH of them."""
+
+    model_config = ConfigDict(extra="forbid")
+    requests: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description=f"1 to {MAX_BATCH} AskRequest bodies, answered in order; one that is not "
+        "valid gets its own error (status 422) and the others are answered.",
+        json_schema_extra={"items": {"$ref": "#/components/schemas/AskRequest"}},
+    )
 
 
 class PathEntity(BaseModel):
@@ -103,6 +121,8 @@ class AnswerOut(BaseModel):
 
 
 class AskResponse(BaseModel):
+    """One answer, as `cpr serve` returns it and `cpr ask --json` prints it."""
+
     question: str
     dataset: str
     topics: list[PathEntity]
@@ -116,6 +136,7 @@ class AskResponse(BaseModel):
     )
     tau_infinite: bool
     group: int = Field(description="The question's group: the hop count of its best path.")
+    allow_empty: bool = Field(False, description="The paper's sets, which may be empty.")
     n: int = Field(description="Calibration questions behind tau.")
     model_id: str
     calibration_id: str
@@ -132,6 +153,80 @@ class AskResponse(BaseModel):
     ask_id: str = Field(description="Id of the (:Ask) node recorded in Neo4j.")
     browser_url: str | None
     cypher: str
+
+
+def answer_out(a: Answer) -> AnswerOut:
+    steps = [PathEntity(id=e, name=n) for e, n in zip(a.entities, a.entity_names, strict=True)]
+    return AnswerOut(
+        rank=a.rank, id=a.id, name=a.name, score=a.cost, path=a.path, path_entities=steps
+    )
+
+
+def response(r: AskResult) -> AskResponse:
+    """The schema of one answer: JSON has no infinity, so tau is null with tau_infinite."""
+    finite = not math.isinf(r.tau)
+    return AskResponse(
+        question=r.question,
+        dataset=r.dataset,
+        topics=[PathEntity(id=t["id"], name=t["name"]) for t in r.topics],
+        alpha=r.alpha,
+        delta=r.delta,
+        risk=r.risk,
+        tau=r.tau if finite else None,
+        tau_infinite=r.tau == math.inf,  # -inf (effective scores): the top level only
+        group=r.group,
+        allow_empty=r.allow_empty,
+        n=r.n,
+        model_id=r.model_id,
+        calibration_id=r.calibration_id,
+        answers=[answer_out(a) for a in r.answers],
+        best_outside=answer_out(r.best_outside) if r.best_outside else None,
+        guarantee=r.guarantee,
+        notes=list(r.notes),
+        linking=r.linking,
+        ask_id=r.ask_id,
+        browser_url=r.browser_url,
+        cypher=r.cypher,
+    )
+
+
+class TauOut(BaseModel):
+    alpha: float
+    risk: Literal["coverage", "fnr"]
+    group: int = Field(description="Questions whose best path has this many hops.")
+    tau: float | None = Field(
+        description="The threshold (lambda-hat with risk fnr; coverage with the calibration's "
+        "delta); null when infinite (tau_infinite true: +inf, the alpha is unattainable)."
+    )
+    tau_infinite: bool
+
+
+class CalibrationOut(BaseModel):
+    """A stored calibration (its per-question scores left out) with its thresholds."""
+
+    id: str
+    dataset: str
+    model: str
+    negatives: str
+    hops_filter: int | None = None
+    created: str | None = None
+    split: str | None = None
+    n: int
+    delta: float | None = Field(None, description="PAC delta of the coverage taus; null: marginal.")
+    alphas: list[float] = Field(description="The alphas `cpr calibrate` computed taus for.")
+    alphas_default: bool = Field(
+        False,
+        description="true for a calibration made before alphas were stored: its taus are "
+        "recomputed at the default alphas.",
+    )
+    taus: list[TauOut]
+    recall: float | None = None
+    hops: int | None = None
+    beam_width: int | None = None
+    active: int | None = None
+    fanout_cap: int | None = None
+    hint_mode: str | None = None
+    hint_beta: float | None = None
 
 
 class ErrorBody(BaseModel):

@@ -18,7 +18,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from cpr_neo4j.conformal import levels
 from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA, Calibrated, population_of, request
+from cpr_neo4j.conformal.levels import DEFAULT_ALPHAS
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
@@ -40,7 +42,6 @@ from cpr_neo4j.stages.session import NAMED
 from cpr_neo4j.text import bracket_mentions
 from cpr_neo4j.training.generate import is_generated
 
-DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 # Topic entities of calibration questions: TEXT links the question text as `cpr ask` does
 # (its errors count as misses), GOLD takes the dataset's; AUTO picks TEXT when it finds
 # the gold topics for at least MIN_TEXT_LINKING of the questions.
@@ -231,6 +232,9 @@ def calibrate(
             "scores": np.sort(calibrated.scores).tolist(),
             **calibrated.to_props(),
             **named_props,
+            # what `cpr calibrate` prints, for GET /calibrations
+            "alphas": [float(a) for a in alphas],
+            "taus": levels.to_json(levels.tau_rows(calibrated, alphas, delta)),
             "score_family": json.dumps(spec, sort_keys=True),
             "score_note": spec_note,
             "recall": recall,
