@@ -101,6 +101,14 @@ def test_generation_is_reproducible_and_capped(store, toy):
     assert all(json.loads(json.dumps(g.to_json()))["split"] == "generated" for g in a)
 
 
+@pytest.mark.neo4j
+def test_training_an_unknown_dataset_says_so(store):
+    from cpr_neo4j.stages.train import TrainSettings, train
+
+    with pytest.raises(CprError, match="is not in Neo4j: ingest it first"):
+        train(store, TrainSettings("test-no-such-dataset", generated=None))
+
+
 def test_wording_uses_relation_text_and_direction():
     import random
 
