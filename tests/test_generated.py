@@ -102,6 +102,52 @@ def test_generation_is_reproducible_and_capped(store, toy):
 
 
 @pytest.mark.neo4j
+@pytest.mark.slow
+def test_training_keeps_its_calibration_labels_apart(
+    store, toy, tmp_path, tmp_path_factory, monkeypatch
+):
+    """100 labels added to the graph-only dataset: `train` keeps 59 for calibration, trains
+    on none of them, lists no generated question for calibration, and calibrate uses them."""
+    import polars as pl
+
+    from cpr_neo4j.graph.ingest import add_questions
+    from cpr_neo4j.loaders.base import QUESTIONS_SCHEMA, Dataset
+    from cpr_neo4j.loaders.triples import read_questions
+    from cpr_neo4j.model.store import read_config
+    from cpr_neo4j.stages.calibrate import GOLD, calibrate
+    from cpr_neo4j.stages.train import TrainSettings, train
+    from tests.conftest import drop_models, private_home
+
+    f = tmp_path / "labels.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in toy_movies.labelled_rows()))
+    qs, problems = read_questions(f)
+    assert not problems and qs.height == 100
+    none = pl.DataFrame(schema={"head": pl.Utf8, "relation": pl.Utf8, "tail": pl.Utf8})
+    ents = pl.DataFrame(schema={"id": pl.Utf8, "name": pl.Utf8})
+    add_questions(store, Dataset(toy, none, ents, qs.select(list(QUESTIONS_SCHEMA))))
+    monkeypatch.setenv("CPR_HOME", str(private_home(tmp_path_factory, "cpr_home_few_labels")))
+    result = train(store, TrainSettings(toy, generated=20, rollouts=2, epochs=1, seed=4))
+    try:
+        meta = read_config(result.model_id)["meta"]
+        cal, trained = set(meta["calibration_ids"]), set(meta["training_ids"])
+        inner = set(meta["inner_dev_ids"])
+        assert len(cal) == 59 and not cal & trained and not cal & inner and not trained & inner
+        assert len(cal | trained | inner) == 100
+        assert not any(i.startswith(PREFIX) for i in cal | trained | inner)
+        assert result.figures["questions_generated"] == 20
+        c = calibrate(store, toy, result.model_id, alphas=(0.5,), linking=GOLD)
+        assert c.n == 59
+    finally:
+        drop_models(store, [result.model_id])
+
+
+def test_default_generated_fills_up_to_1000():
+    from cpr_neo4j.stages.train import generated_count
+
+    assert [generated_count(n) for n in (0, 41, 999, 1000, 35000)] == [1000, 959, 1, 0, 0]
+
+
+@pytest.mark.neo4j
 def test_training_an_unknown_dataset_says_so(store):
     from cpr_neo4j.stages.train import TrainSettings, train
 

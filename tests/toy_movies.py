@@ -84,3 +84,25 @@ def questions() -> list[tuple[str, set[str]]]:
         movies = {m for m, s in starred.items() if _id(a) in s}
         out.append((f"who directed the films starring {a}", {nm[directed[m]] for m in movies}))
     return out
+
+
+def labelled_rows() -> list[dict]:
+    """100 labelled questions (questions.jsonl rows, entity ids) read off the triples."""
+    rows = triples()
+    out: list[dict] = []
+    for rel, words in (
+        ("directed_by", "who directed {}"),
+        ("starred_actors", "who starred in {}"),
+        ("release_year", "when was {} released"),
+        ("has_genre", "what genre is {}"),
+    ):
+        for t in TITLES:
+            m = _id(t)
+            answers = sorted({x for h, r, x in rows if h == m and r == rel})
+            out.append({"question": words.format(t), "topics": [m], "answers": answers})
+    for d in DIRECTORS:
+        movies = sorted({h for h, r, x in rows if r == "directed_by" and x == _id(d)})
+        out.append({"question": f"which movies did {d} direct", "topics": [_id(d)],
+                    "answers": movies})  # fmt: skip
+    out = out[:100]
+    return [{"id": f"toy{i:03d}", "split": "train", "hops": 1, **r} for i, r in enumerate(out)]
