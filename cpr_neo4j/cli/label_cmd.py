@@ -35,6 +35,7 @@ def label(dataset: str, questions: Path, out: Path, page: int) -> None:
     miss at calibration); or skip it (saved to OUT.skipped; skip only what you cannot judge,
     not what is hard: skipped questions are not calibrated on). Then:
 
+    \b
         cpr ingest DATASET --questions OUT     # add the labels to the dataset
         cpr train DATASET                      # splits the labels: calibration first
         cpr calibrate DATASET
