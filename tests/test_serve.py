@@ -724,3 +724,30 @@ def test_cli_json_is_the_http_schema_and_strict_json(neo4j_settings, client, ask
     assert [(a["id"], a["score"]) for a in http["answers"]] == [
         (a["id"], a["score"]) for a in cli["answers"]
     ]
+
+
+def test_cli_file_lines_keep_ids_and_name_the_entity_field(neo4j_settings, asked, calibrated):
+    """`cpr ask --file`: each line the answer schema plus line and id; a failed line keeps
+    its id and names the line's `entity` field, not --entity (issue 55, smaller ones)."""
+    import os
+
+    from tests.conftest import cpr_cli
+
+    lines = [
+        json.dumps({"id": "good", "question": QUESTION}),
+        json.dumps({"id": "noq", "entity": "John Krasinski"}),
+        json.dumps({"id": "unknown", "question": "who directed it", "entity": "No Such Entity 42"}),
+    ]
+    done = cpr_cli(
+        neo4j_settings, os.environ["CPR_HOME"], "ask", "--file", "-", "--dataset", "metaqa",
+        "--hops", "2", "--alpha", "0.1", input="\n".join(lines) + "\n",
+    )  # fmt: skip
+    assert done.returncode == 1 and "2 of 3 questions failed" in done.stderr
+    good, noq, unknown = (_strict(x) for x in done.stdout.splitlines())
+    asked.append(good["ask_id"])
+    assert good["line"] == 1 and good["id"] == "good"
+    assert set(good) == set(AskResponse.model_fields) | {"line", "id"}
+    needs = 'line 2 is not a question object: needs a "question" string'
+    assert noq == {"line": 2, "id": "noq", "type": "BadInput", "error": needs}
+    assert unknown["id"] == "unknown" and "the line's `entity` field" in unknown["error"]
+    assert "--entity" not in unknown["error"]
