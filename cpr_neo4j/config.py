@@ -29,6 +29,9 @@ def resource_dir(name: str) -> Path:
     raise FileNotFoundError(f"package resource folder {name!r} not found")
 
 
+NO_SERVER = "defaults"  # Neo4jSettings.source when nothing is set and no server installed
+
+
 @dataclass(frozen=True)
 class Neo4jSettings:
     uri: str
@@ -65,7 +68,7 @@ class Neo4jSettings:
             "neo4j",
             "",
             env.get("NEO4J_DATABASE", "neo4j"),
-            "defaults (no NEO4J_URI and no local server installed)",
+            f"{NO_SERVER} (no NEO4J_URI and no local server installed)",
         )
 
 

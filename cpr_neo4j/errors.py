@@ -21,6 +21,11 @@ class Unattainable(BadInput):
     """An alpha the calibration cannot honour (too few questions, or retrieval recall)."""
 
 
+class UnknownDataset(CprError):
+    """A dataset name Neo4j does not hold (`cpr serve` answers 404); the message lists the
+    known ones."""
+
+
 class Conflict(CprError):
     """The request and the stored state disagree, e.g. no calibration matches the model or
     settings asked for (`cpr serve` answers 409)."""

@@ -48,7 +48,11 @@ FILE_FIELDS = {"entity": "the line's `entity` field"}
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     help="Risk level: the set holds a right answer with prob. >= 1-alpha.",
 )
-@click.option("--dataset", help="Dataset to ask (default: the most recently calibrated).")
+@click.option(
+    "--dataset",
+    help="Dataset to ask (default: $CPR_DATASET, else the one `cpr use` set, else the most "
+    "recently calibrated, else the most recently ingested).",
+)
 @click.option(
     "--entity",
     "entities",
@@ -156,6 +160,7 @@ def ask(
     if ctx.get_parameter_source("delta") is not DEFAULT:
         refuse_fnr_delta(risk, delta, "--delta")
     from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
+    from cpr_neo4j.stages.session import UNCALIBRATED
 
     hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     with open_store() as store:
@@ -196,7 +201,8 @@ def ask(
         table(f"{r.question}  (topic: {topics})", ["#", "answer", "score", "best path"], rows)
     )
     if len(r.answers) > SHOWN:
-        console.print(f"... and {len(r.answers) - SHOWN} more answers in the set")
+        where = "candidates" if r.calibration_id == UNCALIBRATED else "answers in the set"
+        console.print(f"... and {len(r.answers) - SHOWN} more {where}")
     if r.best_outside:
         b = r.best_outside
         console.print(
@@ -208,14 +214,25 @@ def ask(
         tau = "+inf" if r.tau > 0 else "-inf (the top-ranked answers only)"
     pac = "" if r.delta is None else f", delta = {r.delta:g}"
     what = "lambda" if r.risk == "fnr" else "tau"
-    console.print(
-        f"{len(r.answers)} answer(s), {what} = {tau} (alpha = {r.alpha:g}{pac}, group "
-        f"{r.group}: n = {r.n} calibration questions, model {r.model_id})"
-    )
+    if r.calibration_id == UNCALIBRATED:
+        console.print(
+            f"{len(r.answers)} candidate(s), ranked (no calibration: no threshold; model "
+            f"{r.model_id})"
+        )
+    else:
+        console.print(
+            f"{len(r.answers)} answer(s), {what} = {tau} (alpha = {r.alpha:g}{pac}, group "
+            f"{r.group}: n = {r.n} calibration questions, model {r.model_id})"
+        )
     if r.guarantee:
         console.print(f"Guarantee: {r.guarantee}.")
     else:
         err_console.print("[bold red]No coverage guarantee holds for this set.[/bold red]")
+    if session.chosen:  # the request named no dataset: say which answered, and why
+        console.print(
+            f"Answered from dataset {r.dataset!r} ({session.chosen}; --dataset NAME asks "
+            "another, `cpr use NAME` sets the default)."
+        )
     console.print(f"Recorded as (:Ask {{id: '{r.ask_id}'}}).")
     from cpr_neo4j.neo4j_server.browser import local_link
 

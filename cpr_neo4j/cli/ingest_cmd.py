@@ -38,6 +38,29 @@ def _identity_rows(name: str, dataset: Dataset, source: Path | None) -> list[lis
     return rows
 
 
+def _read_property_graph(
+    name: str,
+    name_props: tuple[str, ...],
+    key_props: tuple[str, ...],
+    labels: str | None,
+    rel_types: str | None,
+    questions: Path | None,
+    strict: bool,
+):
+    from cpr_neo4j.graph.property_graph import GraphSpec, label_pairs, names_list, read_graph
+    from cpr_neo4j.loaders.triples import read_questions
+
+    spec = GraphSpec(
+        names=label_pairs(name_props, "--name-property"),
+        keys=label_pairs(key_props, "--key"),
+        labels=names_list(labels),
+        rel_types=names_list(rel_types),
+    )
+    qs, problems = read_questions(questions) if questions else (None, [])
+    with open_store() as store:
+        return read_graph(store, name, spec, qs, problems, strict)
+
+
 @click.command()
 @click.argument("name")
 @click.option(
@@ -55,6 +78,33 @@ def _identity_rows(name: str, dataset: Dataset, source: Path | None) -> list[lis
     type=click.Path(path_type=Path),
     help="questions.jsonl: with --triples, the dataset's questions; alone, questions added "
     "to a dataset already in Neo4j (e.g. from `cpr label`).",
+)
+@click.option(
+    "--from-neo4j",
+    "from_neo4j",
+    is_flag=True,
+    help="Your own property graph, already in the Neo4j cpr uses (the local server or "
+    "NEO4J_URI): copied into cpr's schema; your nodes and relationships are only read.",
+)
+@click.option(
+    "--name-property",
+    "name_props",
+    multiple=True,
+    metavar="LABEL=PROP",
+    help="With --from-neo4j: the property that names nodes of LABEL (default: name, else "
+    "title, else the node's id); repeat per label.",
+)
+@click.option(
+    "--key",
+    "key_props",
+    multiple=True,
+    metavar="LABEL=PROP",
+    help="With --from-neo4j: a property unique per node of LABEL, used as its id "
+    "(`LABEL:value`, stable across a reload of your graph; default: the element id).",
+)
+@click.option("--labels", help="With --from-neo4j: keep only nodes with one of these labels (A,B).")
+@click.option(
+    "--rel-types", help="With --from-neo4j: keep only relationships of these types (A,B)."
 )
 @click.option(
     "--strict", is_flag=True, help="Abort before writing anything if any line is malformed."
@@ -103,6 +153,11 @@ def ingest(
     hash_split: str | None,
     answerable: bool,
     topic_answers: str,
+    from_neo4j: bool,
+    name_props: tuple[str, ...],
+    key_props: tuple[str, ...],
+    labels: str | None,
+    rel_types: str | None,
 ) -> None:
     """Load dataset NAME (metaqa, metaqa-plain, metaqa-matched, webqsp, cwq, webqsp-nsm, or
     any name with --triples) into Neo4j.
@@ -120,10 +175,22 @@ def ingest(
     from cpr_neo4j.loaders.triples import load_triples
 
     began = time.monotonic()
-    if questions and not (triples or entities or source):
+    graph_options = bool(name_props or key_props or labels or rel_types)
+    if graph_options and not from_neo4j:
+        raise BadInput("--name-property, --key, --labels and --rel-types need --from-neo4j")
+    if questions and not (triples or entities or source or from_neo4j):
         _add_questions(name, questions, strict, batch_size)
         return
-    if triples:
+    read = None
+    if from_neo4j:
+        if triples or entities or source or bulk:
+            raise BadInput("--from-neo4j reads the graph from Neo4j: leave out --triples, "
+                           "--entities, --from and --bulk")  # fmt: skip
+        read = _read_property_graph(
+            name, name_props, key_props, labels, rel_types, questions, strict
+        )
+        dataset = read.dataset
+    elif triples:
         dataset = load_triples(name, triples, entities, questions, strict=strict)
     elif entities:
         raise BadInput("--entities needs --triples")
@@ -190,7 +257,13 @@ def ingest(
     rows.append(["questions with a gold answer not in the graph", unknown.answers, ""])
     if dataset.subgraphs is not None:
         rows.append(["subgraph memberships (question, entity)", dataset.subgraphs.height, ""])
-    rows += _identity_rows(name, dataset, source)
+    if read is not None:
+        rows.append(["nodes read (with or without relationships)", read.nodes, ""])
+        rows += [[f"  :{label}", n, ""] for label, n in read.per_label.items()]
+        for label, n in read.unnamed.items():
+            rows.append([f"  :{label} with no name property (named by id)", n, ""])
+    else:
+        rows += _identity_rows(name, dataset, source)
     rows.append(["malformed lines skipped", len(dataset.problems), ""])
     console.print(table(f"{dataset.name}: source vs Neo4j", ["", "source", "in Neo4j"], rows))
     console.print(

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "label": ("label_cmd", "label"),
     "generate": ("generate_cmd", "generate"),
     "ask": ("ask_cmd", "ask"),
+    "use": ("use_cmd", "use"),
     "eval": ("eval_cmd", "eval_"),
     "serve": ("serve_cmd", "serve"),
     "browser-style": ("browser_cmd", "browser_style"),

@@ -160,10 +160,22 @@ class Mondrian:
     def unattainable(self, alpha: float, delta: float | None = None, group: int = 0) -> str | None:
         """Why the group's tau is +inf (threshold.unattainable's wording), or None."""
         s, n = self.pool(alpha, delta, group)
-        why = unattainable(n, len(s), alpha, delta)
-        if why is None:
+        if unattainable(n, len(s), alpha, delta) is None:
             return None
+        why = unattainable(n, len(s), alpha, delta, self.smallest_alpha(group, delta))
         return f"group {group} ({self.describe(group, alpha, delta)}): {why}"
+
+    def smallest_alpha(self, group: int, delta: float | None = None) -> float:
+        """The smallest alpha, to the 0.001 that messages print, whose threshold for a
+        question of `group` is finite. Its pool changes with alpha (the floor follows alpha
+        and delta), so the pooled figure at one alpha need not be accepted at that figure
+        (issue 55 row 3): each printed step is checked as it will be asked."""
+        for step in range(1, 1000):
+            a = step / 1000
+            s, n = self.pool(a, delta, group)
+            if rank(n, a, delta) <= len(s):
+                return a
+        return 1.0
 
     def describe(self, group: int, alpha: float, delta: float | None = None) -> str:
         """Which calibration questions a group's tau comes from, and what it guarantees."""

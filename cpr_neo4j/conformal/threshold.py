@@ -178,22 +178,32 @@ def percent(share: float) -> str:
     return f"{share * 100:.4g}%"
 
 
-def unattainable(n: int, n_finite: int, alpha: float, delta: float | None = None) -> str | None:
-    """Why tau is +inf at alpha (too few questions, or recall), or None when it is finite."""
+def unattainable(
+    n: int,
+    n_finite: int,
+    alpha: float,
+    delta: float | None = None,
+    smallest: float | None = None,
+) -> str | None:
+    """Why tau is +inf at alpha (too few questions, or recall), or None when it is finite.
+    smallest: the smallest attainable alpha to print (a grouped threshold's own, which
+    follows the pools of each alpha: Mondrian.smallest_alpha), else this pool's."""
     k = rank(n, alpha, delta)
     if k <= n_finite:
         return None
     pac = "" if delta is None else f" with delta={delta:g}"
     if k > n:
+        also = "" if smallest is None else f"; the smallest attainable alpha is {smallest:.3f}"
         return (
             f"{n} calibration question(s) are too few for alpha={alpha:g}{pac}: at least "
-            f"{min_questions(alpha, delta)} are needed for a finite threshold"
+            f"{min_questions(alpha, delta)} are needed for a finite threshold{also}"
         )
+    least = smallest_alpha(n, n_finite, delta) if smallest is None else smallest
     return (
         f"retrieval recall caps coverage: only {n_finite} of the {n} calibration questions "
         f"({n_finite / n:.1%}) have a correct answer among the retrieved candidates, so no "
         f"threshold reaches {percent(1 - alpha)} coverage{pac}; the smallest attainable alpha is "
-        f"{smallest_alpha(n, n_finite, delta):.3f}"
+        f"{least:.3f}"
     )
 
 

@@ -146,8 +146,10 @@ def plan(store: GraphStore, dataset: Dataset, topic_answers: bool) -> Plan:
     cols = [k for k in q_schema if k != "id"]
     differs = pl.any_horizontal(pl.col(k).ne_missing(pl.col(f"{k}_was")) for k in cols)
     changed = both.filter(differs)
-    added = pl.DataFrame([r["id"] for r in store.read("added_questions", dataset=name)],
-                         schema={"id": pl.Utf8}, orient="row")  # fmt: skip
+    added = pl.DataFrame(  # one column of ids (a row of a bare string would be its letters)
+        {"id": [r["id"] for r in store.read("added_questions", dataset=name)]},
+        schema={"id": pl.Utf8},
+    )
     removed_q = _anti(_anti(q_was, q_now, ["id"]), added, ["id"]).get_column("id").to_list()
     c.questions_kept = _anti(added, q_now, ["id"]).height
     c.questions_added = _anti(q_now, q_was, ["id"]).height

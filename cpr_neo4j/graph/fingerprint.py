@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph.cypher import statement
 from cpr_neo4j.graph.store import GraphStore
 
@@ -40,7 +39,9 @@ def refresh(store: GraphStore, dataset: str, bump: bool = False) -> str:
         write=True,
     )
     if not rows:
-        raise CprError(f"dataset {dataset!r} is not in Neo4j: run `cpr ingest {dataset}`")
+        from cpr_neo4j.graph.records import unknown_dataset  # records imports the driver
+
+        raise unknown_dataset(store, dataset)
     return rows[0]["fingerprint"]
 
 

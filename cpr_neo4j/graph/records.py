@@ -10,7 +10,7 @@ from typing import Any
 
 from neo4j.exceptions import ServiceUnavailable, SessionExpired, TransientError
 
-from cpr_neo4j.errors import CprError
+from cpr_neo4j.errors import CprError, UnknownDataset
 from cpr_neo4j.graph.store import GraphStore
 
 
@@ -43,23 +43,86 @@ def questions(
 
 def splits(store: GraphStore, dataset: str) -> dict[str, dict]:
     """split -> {n, max_hops}; a one-line error when the dataset has no questions."""
-    rows = {
+    rows = question_splits(store, dataset)
+    if not rows:
+        raise CprError(no_questions(store, dataset))
+    return rows
+
+
+def question_splits(store: GraphStore, dataset: str) -> dict[str, dict]:
+    """split -> {n, max_hops}; empty when the dataset has no questions."""
+    return {
         r["split"]: {"n": r["n"], "max_hops": r["max_hops"]}
         for r in store.read("question_splits", dataset=dataset)
     }
+
+
+def label_steps(dataset: str) -> str:
+    """The commands that give a dataset labelled questions and then a guarantee (`cpr label`
+    shows every candidate with its path; `cpr train` splits the labels, calibration first)."""
+    return (
+        f"`cpr label {dataset} questions.txt -o labelled.jsonl` (your questions, one a line), "
+        f"`cpr ingest {dataset} --questions labelled.jsonl`, then `cpr train {dataset}` and "
+        f"`cpr calibrate {dataset}`"
+    )
+
+
+def no_questions(store: GraphStore, dataset: str) -> str:
+    """What a dataset without labelled questions needs before calibration (docs/usage.md,
+    "Your own graph"); `cpr ask` answers it meanwhile, without a guarantee."""
+    require_dataset(store, dataset)
+    return (
+        f"dataset {dataset!r} has a graph but no labelled questions: label some with "
+        f"{label_steps(dataset)}; meanwhile `cpr ask --dataset {dataset}` answers without a "
+        "guarantee"
+    )
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    name: str
+    complete: bool  # its ingest finished
+    questions: int
+
+
+def datasets(store: GraphStore) -> list[DatasetRow]:
+    """Every dataset in Neo4j, newest ingest first."""
+    return [
+        DatasetRow(name=r["name"], complete=r["complete"], questions=r["questions"])
+        for r in store.read("datasets")
+    ]
+
+
+def unknown_dataset(store: GraphStore, dataset: str) -> UnknownDataset:
+    """The error for a dataset name Neo4j does not hold, listing the ones it does."""
+    known = [d.name for d in datasets(store)]
+    listed = f"known: {', '.join(known)}" if known else "none ingested yet"
+    return UnknownDataset(
+        f"unknown dataset {dataset!r} ({listed}): name one of those, or load a graph under "
+        f"that name first (`cpr ingest {dataset} --triples FILE`, or `cpr ingest {dataset} "
+        "--from-neo4j` for a graph already in Neo4j)"
+    )
+
+
+def require_dataset(store: GraphStore, dataset: str) -> dict:
+    """The dataset's record; the unknown-dataset error (known ones listed) when absent."""
+    rows = store.read("dataset_info", dataset=dataset)
     if not rows:
-        raise CprError(f"dataset {dataset!r} has no questions in Neo4j: run `cpr ingest {dataset}`")
-    return rows
+        raise unknown_dataset(store, dataset)
+    return dict(rows[0]["d"])
+
+
+def dataset_models(store: GraphStore, dataset: str, negatives: str | None = None) -> list[str]:
+    """Ids of the models trained on `dataset` (with `negatives` when given), newest first."""
+    rows = store.read("dataset_model_ids", dataset=dataset)
+    return [r["id"] for r in rows if negatives is None or r["negatives"] == negatives]
 
 
 def topic_answers(store: GraphStore, dataset: str) -> bool:
     """Whether a topic entity may be its own answer in `dataset` (set at ingest; False for
     datasets ingested before the setting existed, today's behaviour). Stages pass it to
     retrieval (RetrievalSettings.topic_answers) and to PUCT collection."""
-    rows = store.read("dataset_info", dataset=dataset)
-    if not rows:
-        raise CprError(f"dataset {dataset!r} is not in Neo4j: run `cpr ingest {dataset}`")
-    return bool(rows[0]["d"].get("topic_answers"))
+    return bool(require_dataset(store, dataset).get("topic_answers"))
 
 
 def relations(store: GraphStore, dataset: str) -> list[dict]:

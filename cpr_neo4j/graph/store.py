@@ -31,7 +31,7 @@ from neo4j.exceptions import (  # noqa: E402
 for _name in _HIDDEN:
     sys.modules.pop(_name, None)
 
-from cpr_neo4j.config import Neo4jSettings  # noqa: E402
+from cpr_neo4j.config import NO_SERVER, Neo4jSettings  # noqa: E402
 from cpr_neo4j.errors import ConnectionFailed  # noqa: E402
 from cpr_neo4j.graph.cypher import statement  # noqa: E402
 
@@ -73,16 +73,31 @@ class GraphStore:
             )
             self.driver.verify_connectivity()
         except AuthError as exc:
+            if self.settings.source.startswith(NO_SERVER):  # someone else's server answered
+                raise ConnectionFailed(self._unreachable()) from exc
             raise ConnectionFailed(
                 f"Neo4j at {self.settings.uri} refused the credentials from "
                 f"{self.settings.source}: "
                 "set NEO4J_USERNAME/NEO4J_PASSWORD (or unset them to use the local server's)"
             ) from exc
         except (ServiceUnavailable, ConfigurationError, ValueError, OSError, Neo4jError) as exc:
-            raise ConnectionFailed(
-                f"cannot reach Neo4j at {self.settings.uri}: start the local server with "
-                "`cpr neo4j start`, or set NEO4J_URI to a running server"
-            ) from exc
+            raise ConnectionFailed(self._unreachable()) from exc
+
+    def _unreachable(self) -> str:
+        """What to do when no server answers, by where the connection came from."""
+        uri, source = self.settings.uri, self.settings.source
+        if source.startswith(NO_SERVER):  # nothing set and nothing installed
+            return (
+                "no Neo4j to use: no local server is installed under CPR_HOME and NEO4J_URI "
+                "is not set: run `cpr neo4j start` (installs a local server and starts it), "
+                "or set NEO4J_URI and NEO4J_PASSWORD to your server"
+            )
+        if source == "environment":  # NEO4J_URI wins over the local server
+            return (
+                f"cannot reach Neo4j at {uri} (NEO4J_URI): check that the server runs there, "
+                "or unset NEO4J_URI to use the local server (`cpr neo4j start`)"
+            )
+        return f"the local Neo4j server ({uri}) is not running: run `cpr neo4j start`"
 
     def __enter__(self) -> GraphStore:
         return self

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from cpr_neo4j.errors import Conflict, CprError, HintFailed
+from cpr_neo4j.errors import Conflict, CprError, HintFailed, UnknownDataset
 from cpr_neo4j.graph import records
 from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.serve.graph import is_unavailable
 from cpr_neo4j.serve.schemas import AskRequest, AskResponse, ErrorBody, response
 from cpr_neo4j.stages.ask import answer as answer_one
-from cpr_neo4j.stages.session import HTTP, find_calibration, open_session
+from cpr_neo4j.stages.session import HTTP, find_calibration, open_session, pick_dataset
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
@@ -25,13 +25,11 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
 
     The ask stage checks the same, but with one error type for everything; checking
     here first is what lets a mismatch answer 409 rather than 400."""
-    dataset = req.dataset or records.default_dataset(store, req.model)
-    if not dataset:
-        raise Conflict("no calibration yet: run `cpr train DATASET` then `cpr calibrate`")
     try:
+        dataset, _ = pick_dataset(store, req.dataset, req.model)
         cal = find_calibration(store, dataset, req.model, req.hops, HTTP)
     except CprError as exc:
-        if is_unavailable(exc):
+        if is_unavailable(exc) or isinstance(exc, UnknownDataset):
             raise
         raise Conflict(str(exc)) from exc
     return dataset, cal
@@ -195,6 +193,8 @@ def classify(exc: BaseException) -> ErrorBody | None:
         return ErrorBody(status=503, type="Neo4jUnavailable", detail=_unavailable(exc))
     if isinstance(exc, HintFailed):  # the hint server, not the request, is at fault
         return ErrorBody(status=502, type="HintFailed", detail=str(exc))
+    if isinstance(exc, UnknownDataset):
+        return ErrorBody(status=404, type=type(exc).__name__, detail=str(exc))
     if isinstance(exc, Conflict):
         return ErrorBody(status=409, type=type(exc).__name__, detail=str(exc))
     if isinstance(exc, CprError):

@@ -48,6 +48,7 @@ BATCH_THREADS = 8  # /ask/batch items in flight at once
 ERRORS = {
     400: "Bad input: unknown or ambiguous entity, an alpha the calibration cannot honour",
     401: "Missing or wrong bearer token (only when the server has one)",
+    404: "Unknown dataset (the detail lists the known ones)",
     409: "No calibration matches the model, settings or entity linking asked for, or the "
     "graph changed since it was calibrated (allow_stale answers without a guarantee)",
     413: "Request body over the server's limit (1 MiB unless set otherwise), refused unread",
@@ -245,7 +246,9 @@ def create_app(
         return JSONResponse(body.model_dump(), exc.status_code, headers=exc.headers)
 
     @app.post(
-        "/ask", response_model=AskResponse, responses=_responses(400, 401, 409, 413, 422, 502, 503)
+        "/ask",
+        response_model=AskResponse,
+        responses=_responses(400, 401, 404, 409, 413, 422, 502, 503),
     )
     async def ask(req: AskRequest) -> Response:
         """Answer one question: a conformal answer set with each answer's best path."""

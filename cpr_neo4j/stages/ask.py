@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cpr_neo4j.conformal.guarantee import Threshold, cut_set
-from cpr_neo4j.conformal.threshold import percent
+from cpr_neo4j.conformal.mondrian import group_floor
+from cpr_neo4j.conformal.threshold import min_questions, percent
 from cpr_neo4j.errors import EMPTY_QUESTION, CprError, Unattainable
 from cpr_neo4j.graph import entity_index, records
 from cpr_neo4j.graph.store import GraphStore
@@ -70,7 +71,8 @@ def link_question(session: Session, text: str, entity: Entity) -> Linked:
     if not text or not text.strip():
         raise CprError(EMPTY_QUESTION)
     option = session.fields["entity"]
-    check_linking(session.cal, entity, option)
+    if not session.uncalibrated:  # no calibration: no linking of its to keep to
+        check_linking(session.cal, entity, option)
     return link_text(session.store, session.dataset, text, entity, session.graph, option)
 
 
@@ -165,6 +167,35 @@ def form_note(cal: dict, linked: Linked) -> list[str]:
     return []
 
 
+def no_guarantee(session: Session) -> str:
+    """Why an answer on a dataset without calibration promises nothing, and what gets a
+    guarantee: how many labelled questions (threshold.min_questions: the PAC rule the
+    thresholds use; training/labels.py: how `cpr train` reserves labels for calibration)
+    and the dataset's next command."""
+    from cpr_neo4j.training.labels import CAL_FLOOR, CAL_SHARE, calibration_count
+
+    req, cal = session.request, session.cal
+    n = min_questions(req.alpha, req.pac)
+    per_group = group_floor(req.alpha, req.pac)
+    labelled = n if calibration_count(n, None) >= n else math.floor(n / CAL_SHARE)
+    while calibration_count(labelled, None) < n:  # the rule rounds: step to the first
+        labelled += 1
+    at = f"alpha={req.alpha:g}" + (f", delta={req.pac:g}" if req.pac else "")
+    return (
+        f"dataset {session.dataset!r} has no calibration, so these are every candidate ranked "
+        f"by {cal['scorer']}, with no promise that a right answer is among them. A guarantee "
+        f"at {at} needs at least {n} labelled calibration questions whose answer the graph "
+        f"reaches ({per_group} per group for a threshold of each hop count's own)"
+        + (
+            f"; `cpr train` keeps 10% of the labels for calibration past {CAL_FLOOR}, so about "
+            f"{labelled} labelled questions"
+            if labelled > n
+            else ""
+        )
+        + f"; next: {cal['next_step']}"
+    )
+
+
 def _topic_ids(linked: Linked) -> list[str]:
     return [t["id"] for t in linked.topics]
 
@@ -193,9 +224,14 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
     cols = columns(retrieval, session.spec, bool(cal.get("topic_answers")))
     scores = answer_scores(cols, session.spec)
     calibrated = session.calibrated_for(linked)
-    th = calibrated.threshold(req, cols.group)
     notes = form_note(cal, linked)
-    if not th.attainable:
+    if session.uncalibrated:  # every candidate, ranked; no threshold to cut at
+        why = no_guarantee(session)
+        th = Threshold(math.inf, why, int(cols.group), "none", 0)
+        notes.append(f"NO GUARANTEE: {why}")
+    else:
+        th = calibrated.threshold(req, cols.group)
+    if not th.attainable and not session.uncalibrated:
         if not session.all_candidates:
             raise Unattainable(
                 f"alpha={req.alpha:g} cannot be honoured by calibration {cal['id']} of "

@@ -6,10 +6,12 @@ settings, scope, graph fingerprint, entity linking and the scorer canary."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cpr_neo4j.config import cpr_home
 from cpr_neo4j.conformal.guarantee import (
     DEFAULT_DELTA,
     Calibrated,
@@ -20,15 +22,20 @@ from cpr_neo4j.conformal.guarantee import (
 from cpr_neo4j.errors import Conflict, CprError, StaleCalibration
 from cpr_neo4j.graph import fingerprint, linking, records
 from cpr_neo4j.graph.fingerprint import stale_reason
+from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.model.store import scorer_for
+from cpr_neo4j.model.encoder import shared_encoder
+from cpr_neo4j.model.scorer import PathScorer
+from cpr_neo4j.model.store import model_dir, read_config, save_scorer, scorer_for
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
+from cpr_neo4j.stages.scoring import default_spec
 
 # How a message names the options a user can change: CLI flags, or the HTTP request's fields
 CLI = {"entity": "--entity", "alpha": "--alpha", "all_candidates": "--all-candidates",
-       "allow_stale": "--allow-stale", "hops": "--hops"}  # fmt: skip
+       "allow_stale": "--allow-stale", "hops": "--hops", "model": "--model",
+       "dataset": "--dataset"}  # fmt: skip
 HTTP = {k: f"the `{k}` field" for k in CLI}
 GOLD, TEXT = "gold", "text"  # as stages.calibrate (not imported: it pulls in training)
 PINNED = (
@@ -60,6 +67,12 @@ class Session:
     fields: dict = field(default_factory=lambda: CLI)  # how messages name options (HTTP)
     # a text-linked calibration's curves for questions whose topics the user names
     named: Calibrated | None = None
+    chosen: str = ""  # why this dataset answers when the request named none
+
+    @property
+    def uncalibrated(self) -> bool:
+        """No calibration: ranked candidates without a guarantee (find_calibration)."""
+        return bool(self.cal.get("uncalibrated"))
 
     def calibrated_for(self, linked: Any) -> Calibrated:
         """The curves that cover this question: the named-topic ones when the user named
@@ -73,12 +86,44 @@ _CALIBRATED: dict[str, Calibrated] = {}  # by "id@created": rebuilt once per pro
 _CANARY_OK: set[tuple[str, int]] = set()  # (calibration key, id(scorer)) already checked
 
 
-def pick_dataset(store: GraphStore, dataset: str | None, model_id: str | None = None) -> str:
-    """The named dataset, else the newest calibrated one (of `model_id`, when named)."""
-    found = dataset or records.default_dataset(store, model_id)
-    if not found:
-        raise CprError("no calibration yet: run `cpr train DATASET` then `cpr calibrate DATASET`")
-    return found
+DATASET_ENV = "CPR_DATASET"  # the dataset `cpr ask` / `cpr serve` answer when none is named
+DEFAULT_FILE = "dataset"  # under CPR_HOME: the one `cpr use NAME` set
+
+
+def default_choice() -> tuple[str | None, str]:
+    """(the user's default dataset, where it was set): CPR_DATASET, else `cpr use`'s file."""
+    if os.environ.get(DATASET_ENV):
+        return os.environ[DATASET_ENV], DATASET_ENV
+    path = cpr_home() / DEFAULT_FILE
+    try:
+        name = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None, ""
+    return (name, f"`cpr use` ({path})") if name else (None, "")
+
+
+def pick_dataset(
+    store: GraphStore, dataset: str | None, model_id: str | None = None
+) -> tuple[str, str]:
+    """(dataset, why it answers): the named one; else the user's default (CPR_DATASET or
+    `cpr use`); else the newest calibrated one (of `model_id`, when named); else the newest
+    ingested one (answered without a guarantee)."""
+    if dataset:
+        return dataset, ""
+    chosen, where = default_choice()
+    if chosen:
+        return chosen, f"the default set by {where}"
+    found = records.default_dataset(store, model_id)
+    if found:
+        return found, "the most recently calibrated"
+    ingested = [d.name for d in records.datasets(store) if d.complete]
+    if not ingested:
+        raise CprError(
+            "no dataset in Neo4j yet: load a graph with `cpr ingest NAME --triples FILE`, "
+            "`cpr ingest NAME --from-neo4j` (a graph already in this database) or `cpr "
+            "ingest metaqa` (a benchmark)"
+        )
+    return ingested[0], "the most recently ingested (none is calibrated)"
 
 
 def find_calibration(
@@ -89,14 +134,107 @@ def find_calibration(
     fields: dict | None = None,
 ) -> dict:
     """The calibration that serves this request (conformal.serving's rules); fields: how
-    messages name the request's options (CLI flags when None)."""
-    return serving(
-        lambda hf: records.latest_calibration(store, dataset, model_id, hf),
-        dataset,
-        hops,
-        model_id,
-        fields=fields,
-    )
+    messages name the request's options (CLI flags when None). A dataset with no
+    calibration at all (of `model_id`, when named) is answered without a guarantee: its
+    stand-in (`uncalibrated`) says so."""
+    try:
+        return serving(
+            lambda hf: records.latest_calibration(store, dataset, model_id, hf),
+            dataset,
+            hops,
+            model_id,
+            fields=fields,
+        )
+    except CprError:
+        if records.latest_calibration(store, dataset, model_id, None) is not None:
+            raise  # calibrated, but not for this request: serving's message says how
+    return uncalibrated(store, dataset, model_id, hops, fields or CLI)
+
+
+UNCALIBRATED = "none"  # the calibration id of an answer given without one
+DEFAULT_DEPTH = 2  # search depth without questions or a model (as stages.questions')
+
+
+def uncalibrated(
+    store: GraphStore, dataset: str, model_id: str | None, hops: int | None, fields: dict
+) -> dict:
+    """What stands in for a calibration on a dataset without one: the newest CPR model
+    trained on it (`model_id` when named), else the semantic scorer V_sem (Abl.1, saved so
+    that every process loads it by id); the dataset's next step for a guarantee."""
+    info = records.require_dataset(store, dataset)  # unknown: the known ones listed
+    node = _model_of(store, dataset, model_id, fields)
+    labelled = records.question_splits(store, dataset)
+    if node is not None:
+        meta = read_config(node["id"])["meta"]
+        model, depth = node["id"], int(meta["hops"])
+        spec = default_spec(meta["temperature"]) if meta.get("temperature") else BEST_PATH
+        kind = f"model {model}, trained on {dataset!r}"
+        if meta.get("calibration_ids"):  # it set labelled questions aside: calibrate them
+            step = f"`cpr calibrate {dataset}" + (f" --model {model}`" if model_id else "`")
+        elif labelled:  # labels came after it: training splits them off first
+            step = f"`cpr train {dataset}` then `cpr calibrate {dataset}`"
+        else:
+            step = f"label questions: {records.label_steps(dataset)}"
+    else:
+        scorer = PathScorer(shared_encoder(), records.relation_text(store, dataset))
+        model = scorer.model_id
+        if not (model_dir(model) / "config.json").exists():
+            save_scorer(scorer, {"dataset": dataset, "kind": "V_sem (Abl.1), untrained"})
+        most = max((s["max_hops"] or 0 for s in labelled.values()), default=0)
+        depth, spec = hops or int(most) or DEFAULT_DEPTH, BEST_PATH
+        kind = f"the semantic scorer V_sem ({model}, untrained)"
+        step = (
+            f"`cpr train {dataset}` then `cpr calibrate {dataset}`"
+            if labelled
+            else f"`cpr train {dataset}` ranks better (questions generated from the graph, "
+            f"still no guarantee); for a guarantee, label questions: "
+            f"{records.label_steps(dataset)}"
+        )
+    return {
+        "id": UNCALIBRATED,
+        "uncalibrated": True,
+        "model": model,
+        "scorer": kind,
+        "next_step": step,
+        "dataset": dataset,
+        "hops": depth,
+        "beam_width": 32,
+        "active": 32,
+        "fanout_cap": DEFAULT_FANOUT_CAP,
+        "hint_beta": 0.0,
+        "topic_answers": bool(info.get("topic_answers")),
+        "score_family": json.dumps(spec, sort_keys=True),
+        "linking": TEXT,
+    }
+
+
+BEST_PATH = {"family": "centred", "centre": 0.0}  # an answer's best path's cost: no parameter
+
+
+def _model_of(store: GraphStore, dataset: str, model_id: str | None, fields: dict) -> dict | None:
+    """The model node that answers a dataset without calibration: `model_id` (checked:
+    it exists and was trained on `dataset`), else the newest CPR model of `dataset` saved
+    under this CPR_HOME, else None (the semantic scorer)."""
+    if model_id is None:
+        for mid in records.dataset_models(store, dataset, negatives="puct"):
+            if (model_dir(mid) / "config.json").exists():
+                return records.model_node(store, mid)
+        return None
+    node = records.model_node(store, model_id)
+    option = fields.get("model", "--model")
+    if node is None:
+        mine = records.dataset_models(store, dataset)
+        listed = f"; models of {dataset!r}: {', '.join(mine)}" if mine else ""
+        raise CprError(
+            f"no scoring model {model_id!r} in Neo4j{listed}: ask without {option} (the "
+            f"newest model of {dataset!r}, else the semantic scorer, answers)"
+        )
+    if node.get("dataset") != dataset:
+        raise CprError(
+            f"model {model_id} was trained on dataset {node.get('dataset')!r}, not {dataset!r}:"
+            f" ask {node.get('dataset')!r} with it, or ask {dataset!r} without {option}"
+        )
+    return node
 
 
 def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
@@ -157,7 +295,7 @@ def open_session(
     the caller); errors before any search. delta 0 or None: the marginal guarantee.
     fields: how messages name the options (CLI flags by default; HTTP for `cpr serve`)."""
     fields = fields or CLI
-    dataset = pick_dataset(store, dataset, model_id)
+    dataset, chosen = pick_dataset(store, dataset, model_id)
     cal = cal or find_calibration(store, dataset, model_id, hops_filter, fields)
     req = request(alpha, delta, risk, allow_empty, grouped, effective)
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
@@ -173,6 +311,21 @@ def open_session(
         hint_prompt=hints.prompt if hints is not None and mode != "none" else "",
         topic_answers=bool(cal.get("topic_answers", False)),
     )
+    if cal.get("uncalibrated"):  # ranked candidates, said to carry no guarantee
+        return Session(
+            store,
+            dataset,
+            cal,
+            Calibrated([], [], {"qidx": [], "score": [], "n_gold": []}, {"n": 0}),
+            req,
+            json.loads(cal["score_family"]),
+            Retriever(store, dataset, scorer_for(cal["model"]), wanted, hints),
+            None,
+            True,
+            graph=fingerprint.current(store, dataset),
+            fields=fields,
+            chosen=chosen,
+        )
     check_settings(cal, wanted)
     check_scope(cal)  # a new question has no subgraph of its own
     graph = fingerprint.current(store, dataset, cal.get("graph_now"))
@@ -211,6 +364,7 @@ def open_session(
         graph=graph,
         fields=fields,
         named=named,
+        chosen=chosen,
     )
 
 
