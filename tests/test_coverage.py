@@ -137,8 +137,10 @@ def _pac_holds_for_iid_draws(scores, n_cal: int = 300, draws: int = 2000, delta:
     draw's coverage is known exactly (the share of pool scores <= tau): under PAC it is
     below 1 - alpha in at most a Binomial(draws, delta) count of draws, so the count must
     stay within pac_allowance (243 of 2,000 at delta 0.1, false alarm 1e-3). The marginal
-    rank on the same draws must exceed it (coverage averages 1 - alpha, so it is below in
-    about half the draws): the check tells PAC from marginal."""
+    rank on the same draws is printed beside it: MetaQA's scores repeat by template, so
+    the marginal threshold often sits on a block of ties and covers more than 1 - alpha
+    (1-hop, alpha 0.1: 116 of 2,000 below); that the check fails a marginal threshold on
+    continuous scores is shown by tests/test_deployed.py and tests/test_effective.py."""
     rng = np.random.default_rng(11)
     allowed = pac_allowance(draws, delta)
     for alpha in ALPHAS:
@@ -152,4 +154,3 @@ def _pac_holds_for_iid_draws(scores, n_cal: int = 300, draws: int = 2000, delta:
         print(f"  PAC {delta}, alpha {alpha}: draws below target {below} of {draws}, "
               f"allowed {allowed}")  # fmt: skip
         assert below["pac"] <= allowed, (alpha, below)
-        assert below["marginal"] > allowed, (alpha, below)

@@ -153,3 +153,109 @@ def test_ingest_that_changes_the_graph_makes_the_calibration_stale(
     fresh = calibrate(store, NAME, model_id, alphas=(0.5,), linking=TEXT)
     assert fresh.id == cal.id  # the same calibration, recomputed on the new graph
     assert ask(store, question, 0.5, dataset=NAME, model_id=model_id).guarantee is not None
+
+
+# ---- a calibration knows the code it was made with (stages/pins.py) --------------------
+
+
+def _node(store, cid: str) -> dict:
+    return dict(store.query("MATCH (c:Calibration {id: $id}) RETURN c", {"id": cid})[0][0]["c"])
+
+
+def _patched(pin) -> object:
+    """Another value for what `pin` reads (a later cpr's rules)."""
+    now = pin.now()
+    return now * 10 if isinstance(now, float) else now + 1 if isinstance(now, int) else now + "-x"
+
+
+def _module_attr(pin) -> tuple[object, str]:
+    """The module and constant a pin reads (its lambda's one global lookup)."""
+    code = pin.now.__code__
+    module = pin.now.__globals__[code.co_names[0]]
+    return module, code.co_names[1]
+
+
+def test_every_recorded_rule_that_changes_makes_the_calibration_stale(
+    store, calibrated, monkeypatch
+):
+    """Each pin in turn: this code's value changed, `cpr ask` refuses with one message
+    naming that pin alone; --allow-stale answers without a guarantee."""
+    import json
+
+    from cpr_neo4j.stages import pins
+
+    model_id, cal = calibrated
+    node = _node(store, cal.id)
+    assert json.loads(node[pins.CODE]) == pins.current()
+    question = _question(store)
+    assert ask(store, question, 0.5, dataset=NAME, model_id=model_id).guarantee is not None
+    refused = {}
+    for pin in pins.PINS:
+        module, attr = _module_attr(pin)
+        with monkeypatch.context() as m:
+            m.setattr(module, attr, _patched(pin))
+            with pytest.raises(StaleCalibration) as info:
+                ask(store, question, 0.5, dataset=NAME, model_id=model_id)
+            refused[pin.key] = str(info.value)
+            r = ask(store, question, 0.5, dataset=NAME, model_id=model_id, allow_stale=True)
+            assert r.guarantee is None and any("STALE" in n for n in r.notes), pin.key
+    for pin in pins.PINS:
+        message = refused[pin.key]
+        print(f"\n{pin.key}: {message}")
+        assert pin.what in message and "cpr calibrate" in message, (pin.key, message)
+        assert [p.key for p in pins.PINS if p.what in message] == [pin.key]
+
+
+def test_a_calibration_from_before_the_record_is_stale_and_says_why(store, calibrated):
+    from cpr_neo4j.stages import pins
+    from cpr_neo4j.stages.session import open_session
+
+    _, cal = calibrated
+    old = {k: v for k, v in _node(store, cal.id).items() if k != pins.CODE}
+    with pytest.raises(StaleCalibration, match="before calibrations recorded the code"):
+        open_session(store, 0.5, dataset=NAME, cal=old)
+
+
+def test_the_cut_uses_the_tolerance_the_calibration_stored(store, calibrated, monkeypatch):
+    """A calibration that stored another tolerance than this code's is stale (a pin), and
+    under --allow-stale its sets are cut with the stored tolerance, not this code's."""
+    from cpr_neo4j.graph import records
+    from cpr_neo4j.stages import ask as ask_mod
+
+    model_id, cal = calibrated
+    question = _question(store)
+    used: list[float] = []
+    real = ask_mod.cut_set
+
+    def cut_set(score, th, req, eps):
+        used.append(eps)
+        return real(score, th, req, eps)
+
+    monkeypatch.setattr(ask_mod, "cut_set", cut_set)
+    ask(store, question, 0.5, dataset=NAME, model_id=model_id)
+    set_tolerance = "MATCH (c:Calibration {id: $id}) SET c.tolerance = $t"
+    store.query(set_tolerance, {"id": cal.id, "t": 2.5e-4}, write=True)
+    records._CALIBRATIONS.clear()  # nodes read are kept by id and created time
+    try:
+        with pytest.raises(StaleCalibration, match="the cut's tolerance"):
+            ask(store, question, 0.5, dataset=NAME, model_id=model_id)
+        r = ask(store, question, 0.5, dataset=NAME, model_id=model_id, allow_stale=True)
+    finally:
+        store.query(set_tolerance, {"id": cal.id, "t": 1e-4}, write=True)
+        records._CALIBRATIONS.clear()
+    assert used == [1e-4, 2.5e-4] and r.guarantee is None
+
+
+def test_named_entities_resolve_in_any_spelling_and_the_sentence_says_what_it_assumes(
+    store, calibrated
+):
+    model_id, _ = calibrated
+    question = _question(store)
+    topic = ask(store, question, 0.5, dataset=NAME, model_id=model_id).topics[0]
+    name = topic["name"]
+    for given in (name, name.upper(), name.replace(" ", "_"), name.replace(" ", "-")):
+        r = ask(store, question, 0.5, dataset=NAME, model_id=model_id, entity=given)
+        assert r.topics[0]["id"] == topic["id"], given
+        assert r.guarantee and "assumes the named entity is the question's true topic" in (
+            r.guarantee
+        ), given

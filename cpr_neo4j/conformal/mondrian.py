@@ -39,6 +39,9 @@ from cpr_neo4j.conformal.threshold import min_questions, rank, unattainable
 from cpr_neo4j.errors import BadInput
 
 MIN_GROUP = 30
+# Bump when the group of a question (the hop count of its best candidate path) or the pooling
+# of small groups changes: a calibration records it (stages/pins.py) and is stale under another.
+GROUP_RULES = "best-path-hops-v1"
 SMALL, ALL = "small", "all"  # the fallback pools' names
 
 

@@ -27,6 +27,10 @@ import numpy as np
 
 from cpr_neo4j.errors import BadInput
 
+# Bump when a family's definition changes (its parameters are stored with the calibration):
+# a calibration records it (stages/pins.py) and is stale under another.
+FAMILY_RULES = "families-v1"
+
 # ---------------------------------------------------------------- one question
 
 

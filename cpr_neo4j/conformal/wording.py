@@ -37,6 +37,15 @@ def sentence(cal: Calibrated, req: Request, th: Threshold) -> str:
         )
     grouped = req.grouped and th.pool != "all"
     per = {"small": "the pooled small groups"}.get(th.pool, "this group")
+    if th.pool == "small":  # exact for one group's own pool, approximate for several
+        return (
+            f"with probability of about {percent(1 - req.pac)} over the calibration draw "
+            f"(approximate: the pool's calibration questions mix its groups as this sample "
+            f"does, not as new questions will), sets made with this calibration contain a "
+            f"correct answer for at least {percent(1 - req.alpha)} of questions like {who}; "
+            f"that holds for the pooled small groups and this alpha on its own, not for "
+            f"every group and alpha at once{tail}"
+        )
     return (
         f"with probability at least {percent(1 - req.pac)} over the calibration draw, "
         f"sets made with this calibration contain a correct answer for at least "

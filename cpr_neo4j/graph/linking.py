@@ -84,9 +84,13 @@ def _by_id_or_name(store: GraphStore, dataset: str, mention: str) -> list[dict]:
 
 
 def _find(store: GraphStore, dataset: str, index: EntityIndex | None, mention: str) -> list:
+    """A named entity: its id, else every entity whose name has the same folded words
+    (stages/named.py: the one rule `--entity` and the named curves share)."""
     if index is None:
+        index = entity_index.get(store, dataset, build_missing=True)
+    if index is None:  # a graph too big to index: its id or its name, any case
         return _by_id_or_name(store, dataset, mention)
-    return index.by_id([mention]) or index.by_name(mention) or index.by_key(mention)
+    return index.by_id([mention]) or index.by_key(mention)
 
 
 def _named(store, dataset, index, mention: str, field_name: str) -> list[dict]:

@@ -21,6 +21,10 @@ import numpy as np
 
 from cpr_neo4j.search.base import RelPath
 
+# Bump when what a retrieval keeps as candidates or how an answer's cost is read off them
+# changes: a calibration records it (stages/pins.py) and is stale under another.
+CANDIDATE_RULES = "candidates-v1"
+
 
 class Ends(Mapping[str, "str | None"]):
     """A candidate's end entity -> predecessor, kept as node columns and named on first use:

@@ -136,6 +136,9 @@ Namer = Callable[[list[int]], dict[int, str]]  # node ids -> entity ids (source.
 # naming costs ~0.6 us a row (100x MetaQA: 38 ms for a 3-hop frontier's 59k rows), the
 # naming query after it ~1-2 ms, so small frontiers (1- and 2-hop questions) stay named.
 DEFER_NAMES_FROM = 256
+# Bump when TreeG's budget rule changes (what it expands and retains per hop given B and A,
+# which calibrations store as settings): a calibration records it (stages/pins.py).
+TREEG_RULES = "treeg-v1"
 
 
 class Job(NamedTuple):

@@ -24,7 +24,7 @@ from cpr_neo4j.stages.ask_record import record as ask_record
 from cpr_neo4j.stages.linked import Linked, choose, link_text
 from cpr_neo4j.stages.retrieval import Retriever
 from cpr_neo4j.stages.scoring import answer_scores, columns
-from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session
+from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session, tolerance
 
 
 @dataclass
@@ -245,7 +245,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
             f"answer for only about {percent(cal.get('recall', math.nan))} of questions "
             f"(the calibration's retrieval recall), not {percent(1 - req.alpha)}"
         )
-    inside = cut_set(scores, th, req)
+    inside = cut_set(scores, th, req, tolerance(session.cal))  # the calibration's own
     relpaths: dict[str, RelPath] = {}
 
     def answer_at(rank: int, k: int) -> Answer:
@@ -286,6 +286,14 @@ def _finish(session: Session, drafts: list[Draft]) -> list[AskResult]:
     return [_result(session, d, record["id"]) for d, record in zip(drafts, asks, strict=True)]
 
 
+# What a promise for a named topic rests on: the curves searched from the calibration
+# questions' true topics, named as a user names them (stages/named.py).
+NAMED_ASSUMES = (
+    "this assumes the named entity is the question's true topic: the calibration named "
+    "each question's own topic, so a wrong name is not covered"
+)
+
+
 def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
     cal, req = session.cal, session.request
     notes = (
@@ -294,6 +302,8 @@ def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
     url, cypher = browser_link(session.store, ask_id)
     calibrated = session.calibrated_for(d.linked)
     sentence = calibrated.sentence(req, d.threshold) if d.guaranteed else None
+    if sentence and getattr(d.linked.linking, "rule", "") == "named":
+        sentence += f"; {NAMED_ASSUMES}"
     caveat = calibrated.caveat(req, d.threshold) if d.guaranteed else None
     if caveat:  # a fallback threshold: say what the guarantee is not, next to the notes
         notes.append(f"fallback threshold: {caveat}")

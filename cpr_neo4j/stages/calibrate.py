@@ -33,9 +33,10 @@ from cpr_neo4j.model.store import load_scorer, model_dir, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary as canary_mod
+from cpr_neo4j.stages import pins
 from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.linked import link_readings as link_text
-from cpr_neo4j.stages.linked import linking_accuracy, search_readings
+from cpr_neo4j.stages.linked import linking_accuracy, named_readings, search_readings
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
 from cpr_neo4j.stages.scoring import answer_scores, columns, default_spec, fit_temperature
 from cpr_neo4j.stages.session import NAMED
@@ -189,6 +190,11 @@ def calibrate(
     scorer.questions([m for c in inputs.values() for _, m in c])  # one embedding batch
     retriever.prefetch([(m, t, qid) for qid, c in inputs.items() for t, m in c if t])
     rows, named, canary, taken = [], [], [], {}
+    names: dict[str, str] = {}  # the topics' names, as a user would type them to --entity
+    if mode == TEXT:
+        topic_ids = sorted({t for q in cal for t in q.topics})
+        rows_ = store.read("entities_by_id", dataset=dataset, ids=topic_ids)
+        names = {r["id"]: r["name"] for r in rows_ if r["name"]}
     for i, q in enumerate(cal):
         found, taken[q.id] = search_readings(retriever, inputs[q.id], q)
         if found is not None and len(canary) < canary_mod.QUESTIONS and found.candidates():
@@ -196,10 +202,9 @@ def calibrate(
         row = _row(found, q, i, spec, topic_answers)
         rows.append(row)
         if mode == TEXT:  # the curves for a user who names the topic (`--entity`)
-            if set(taken[q.id][0]) != set(q.topics):  # else the row above is the same
-                row = _row(
-                    search_readings(retriever, gold_in[q.id], q)[0], q, i, spec, topic_answers
-                )
+            readings = _named_in(store, dataset, q, names, graph)
+            if readings != inputs[q.id]:  # else the search, hence the row, is the same
+                row = _row(search_readings(retriever, readings, q)[0], q, i, spec, topic_answers)
             named.append(row)
         tick()
     cal_accuracy = sum(set(taken[q.id][0]) == set(q.topics) for q in cal) / len(cal)
@@ -240,6 +245,7 @@ def calibrate(
             "recall": recall,
             "delta": delta,
             "tolerance": TOLERANCE,
+            pins.CODE: json.dumps(pins.current(), sort_keys=True),  # read by stages/pins.py
             "canary": json.dumps(canary),
             "backend": getattr(scorer, "backend", "numpy"),
             "device": str(getattr(scorer, "device", "cpu")),
@@ -285,6 +291,15 @@ def calibrate(
         cal_accuracy,
         kept,
     )
+
+
+def _named_in(store, dataset: str, q, names: dict[str, str], graph: str) -> list:
+    """The readings `cpr ask --entity` searches for q's gold topics (stages/linked.py
+    named_readings); the dataset's own masking when its topics are not in the graph."""
+    try:
+        return named_readings(store, dataset, q.text, q.topics, names, graph)
+    except CprError:
+        return [(q.topics, q.masked)]
 
 
 def _row(found, q, i: int, spec: dict, topic_answers: bool) -> tuple:

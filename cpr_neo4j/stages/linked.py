@@ -16,6 +16,7 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph.linking import Choice, Linking, resolve
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.stages.named import mask_named
 from cpr_neo4j.text import MASK, mask_question
 
 
@@ -35,9 +36,10 @@ class Linked:
 
 def masked_text(text: str, choice: Choice) -> str:
     """The question with the words the linker used for its topics replaced by MASK; a
-    choice without spans (named entities) masks the names wherever the text has them."""
+    choice without spans (named entities) masks the names wherever the text writes them as
+    whole words (stages/named.py, the rule the named curves are calibrated with)."""
     if not choice.mentions:
-        return mask_question(text, [t["name"] for t in choice.topics if t.get("name")])
+        return mask_named(text, [t["name"] for t in choice.topics if t.get("name")])
     out, last = [], 0
     for start, end in sorted(choice.mentions):
         if start >= last:
@@ -91,8 +93,12 @@ def choose(linked: Linked, retrievals: list, option: str = "--entity") -> tuple[
     ]
     notes = [n for n in linked.notes if "the best-scoring path decides" not in n]
     other = linked.linking.choices[1 if i == 0 else 0].topics[0]["id"]
+    # where the tie came from: the name the user gave, or the question's own words
+    rule = linked.linking.rule
+    whose = {"named": f"the name given to {option} fits", "bracketed": "the [bracketed] name fits"}
+    fits = whose.get(rule, "the question's names fit")
     notes.append(
-        f"the question's names fit {len(retrievals)} entities equally well; took {name} (its best "
+        f"{fits} {len(retrievals)} entities equally well; took {name} (its best "
         f"path scored best), not {'; '.join(others)}: to choose another, give {option} its "
         f"id (e.g. {option} {other!r})"
     )
@@ -108,6 +114,26 @@ def search_readings(retriever, choices: list, q) -> tuple:
     found = [retriever.run(m, t, q.text, q.id) for t, m in choices]
     i = taken_index(found)
     return found[i], choices[i]
+
+
+def named_readings(
+    store: GraphStore,
+    dataset: str,
+    text: str,
+    topics: Sequence[str],
+    names: dict[str, str],
+    graph: str | None = None,
+) -> list[tuple[list[str], str]]:
+    """The readings `cpr ask --entity NAME` searches for a question whose topics are
+    `topics`, NAME being each topic's name as the graph has it (its id when it has none):
+    resolved and masked by stages/named.py's rules, ties included, so the named curves are
+    calibrated as named questions are answered. A name shared by more than MAX_TIED
+    entities is refused at ask time with "give ids": then the ids, as the user would."""
+    given = [names.get(t) or t for t in topics]
+    try:
+        return link_text(store, dataset, text, given, graph).choices
+    except CprError:
+        return link_text(store, dataset, text, list(topics), graph).choices
 
 
 def link_readings(

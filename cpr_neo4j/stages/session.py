@@ -19,6 +19,7 @@ from cpr_neo4j.conformal.guarantee import (
     request,
     serving,
 )
+from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import Conflict, CprError, StaleCalibration
 from cpr_neo4j.graph import fingerprint, linking, records
 from cpr_neo4j.graph.fingerprint import stale_reason
@@ -28,7 +29,7 @@ from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import model_dir, read_config, save_scorer, scorer_for
 from cpr_neo4j.search.hints import HintProvider
-from cpr_neo4j.stages import canary
+from cpr_neo4j.stages import canary, pins
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
 from cpr_neo4j.stages.scoring import default_spec
 
@@ -329,7 +330,9 @@ def open_session(
     check_settings(cal, wanted)
     check_scope(cal)  # a new question has no subgraph of its own
     graph = fingerprint.current(store, dataset, cal.get("graph_now"))
-    stale = stale_reason(cal.get("graph_fingerprint"), graph) or linker_changed(cal)
+    # the graph, the linker, and the code's rules (ties, candidates, groups, cuts): all said
+    reasons = (stale_reason(cal.get("graph_fingerprint"), graph), linker_changed(cal))
+    stale = "; ".join(r for r in (*reasons, pins.changed(cal)) if r) or None
     if stale and not allow_stale:
         raise StaleCalibration(
             f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
@@ -341,7 +344,7 @@ def open_session(
     key = (f"{cal['id']}@{cal.get('created')}", id(scorer))
     if key not in _CANARY_OK:
         spec = json.loads(cal.get("score_family") or "{}")  # the slack follows its T
-        canary.check(scorer, json.loads(cal.get("canary") or "[]"), cal["id"], spec=spec)
+        canary.check(scorer, json.loads(cal.get("canary") or "[]"), cal["id"], tolerance(cal), spec)
         _CANARY_OK.add(key)
     note = (
         f"STALE CALIBRATION, NO GUARANTEE: {stale}; run `cpr calibrate {dataset}`"
@@ -366,6 +369,13 @@ def open_session(
         named=named,
         chosen=chosen,
     )
+
+
+def tolerance(cal: dict) -> float:
+    """The cut's tolerance the calibration was made with (what its guarantee argument
+    assumed; older calibrations stored the same 1e-4 this code has)."""
+    stored = cal.get("tolerance")
+    return float(stored) if stored is not None else TOLERANCE
 
 
 def linker_changed(cal: dict) -> str | None:
