@@ -274,3 +274,38 @@ def test_http_answers_a_graph_without_calibration_and_names_unknown_datasets(
     finally:
         drop_dataset(store, HTTP_DATASET)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_default_dataset_is_said_and_set_by_env_or_cpr_use(store, tmp_path_factory):
+    """CPR_DATASET, else `cpr use NAME` (kept under CPR_HOME), picks the dataset a request
+    that names none asks; the answer, or the error, says which one and why."""
+    from cpr_neo4j.graph.ingest import ingest
+    from cpr_neo4j.loaders.triples import load_triples
+    from tests.conftest import run_cpr
+
+    name = "ns_default_graph"
+    home = private_home(tmp_path_factory, "cpr_home_next_steps_default")
+    triples = home / "t.tsv"
+    triples.write_text(
+        "".join(
+            f"{p['head']}\t{rel.lower()}\t{p['tail']}\n"
+            for rel, rows in ug.family_rows().items()
+            for p in rows
+        ),
+        encoding="utf-8",
+    )
+    drop_dataset(store, name)
+    ingest(store, load_triples(name, triples))
+    try:
+        r = run_cpr(home, "ask", "who is the mother of Nobody Known", CPR_DATASET=name)
+        msg = failed(r, "default by CPR_DATASET, no entity")
+        assert f"asked dataset '{name}', the default set by CPR_DATASET" in msg
+        ok(run_cpr(home, "use", name), "cpr use")
+        assert (home / "dataset").read_text().strip() == name
+        out = " ".join(ok(run_cpr(home, "ask", QUESTION), "default by cpr use").split())
+        assert f"Answered from dataset '{name}' (the default set by `cpr use`" in out
+        msg = failed(run_cpr(home, "use", "ns_nosuch"), "cpr use unknown")
+        assert "unknown dataset 'ns_nosuch'" in msg and name in msg
+    finally:
+        drop_dataset(store, name)
+        shutil.rmtree(home, ignore_errors=True)

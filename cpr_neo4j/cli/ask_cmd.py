@@ -186,7 +186,15 @@ def ask(
             if failed:
                 raise CprError(f"{failed} of {len(items)} questions failed (see their lines)")
             return
-        r = answer(session, question or "", list(entities) or None)
+        try:
+            r = answer(session, question or "", list(entities) or None)
+        except CprError as exc:  # a dataset the user did not name: say which one failed
+            if not session.chosen:
+                raise
+            raise type(exc)(
+                f"{exc} (asked dataset {session.dataset!r}, {session.chosen}; --dataset NAME "
+                "asks another)"
+            ) from exc
     if as_json:  # the schema `cpr serve` answers with (docs/usage.md, "One answer's JSON")
         from cpr_neo4j.serve.schemas import response
 

@@ -6,6 +6,8 @@ import click
 
 from cpr_neo4j.cli.common import console, open_store
 
+NONE = "no default dataset: the most recently calibrated one answers, else the newest ingested"
+
 
 @click.command()
 @click.argument("name", required=False)
@@ -18,15 +20,11 @@ def use(name: str | None, clear: bool) -> None:
     path = cpr_home() / DEFAULT_FILE
     if clear:
         path.unlink(missing_ok=True)
-        console.print("no default dataset: the most recently calibrated one answers")
+        console.print(NONE)
         return
     if name is None:
         chosen, where = default_choice()
-        console.print(
-            f"default dataset: {chosen} (set by {where})"
-            if chosen
-            else "no default dataset: the most recently calibrated one answers"
-        )
+        console.print(f"default dataset: {chosen} (set by {where})" if chosen else NONE)
         return
     from cpr_neo4j.graph import records
 
