@@ -121,20 +121,26 @@ def test_the_canary_is_silent_when_nothing_moved(calibrated):
     assert canary.check(scorer, items, "c1", spec={"family": "surprisal", "T": T}) == 0.0
 
 
-def test_the_canary_fires_when_the_model_file_was_edited(calibrated, tmp_path):
-    """One weight matrix scaled by 1 + 1e-3: the same file size, so the same manifest and
-    model name; the calibration's saved embeddings still answer every canary text."""
+@pytest.fixture(scope="module")
+def edited(calibrated, tmp_path_factory):
+    """The export with one weight matrix scaled by 1 + 1e-3: the same file size, so the
+    same manifest and model name."""
     import onnx
     from onnx import numpy_helper
 
-    encoder, items, saved = calibrated
+    encoder, _, _ = calibrated
     model = onnx.load(encoder.manifest["path"])
     weights = max(model.graph.initializer, key=lambda t: int(np.prod(t.dims)))
     moved = numpy_helper.to_array(weights) * np.float32(1 + 1e-3)
     weights.CopyFrom(numpy_helper.from_array(moved, weights.name))
-    edited = tmp_path / "model.onnx"
-    onnx.save(model, str(edited))
+    path = tmp_path_factory.mktemp("edited") / "model.onnx"
+    onnx.save(model, str(path))
+    return path
 
+
+def test_the_canary_fires_when_the_model_file_was_edited(calibrated, edited):
+    """The calibration's saved embeddings still answer every canary text."""
+    encoder, items, saved = calibrated
     scorer = _serving(edited, saved)
     paths = [canary._path(p) for p in STEPS]
     # what a scorer of that process computes reads the saved embeddings: no difference ...
@@ -162,3 +168,19 @@ def test_the_canary_sees_a_runtime_setting_that_changes_bits(calibrated):
         for i in items
     )
     assert moved == worst * canary.score_per_cost(spec) <= TOLERANCE
+
+
+def test_the_cost_tables_load_check_sees_the_encoder(calibrated, edited, tmp_path):
+    """The table `cpr calibrate` keeps is used only when this machine computes the same
+    bits for a sample of it, embedding that sample afresh: a server whose encoder moved
+    does not use it, though the saved embeddings would have reproduced every entry."""
+    from cpr_neo4j.model.costs import CostCache, checked_table, save_table
+
+    encoder, items, saved = calibrated
+    kept = CostCache()
+    for i in items:
+        kept.put([(i["q"], canary._path(p)) for p in i["paths"]], i["costs"])
+    save_table(tmp_path, "m1", kept)
+    same, moved = _serving(encoder.manifest["path"], saved), _serving(edited, saved)
+    assert len(checked_table(same, tmp_path, "m1")) == len(kept) > 0
+    assert checked_table(moved, tmp_path, "m1") == {}
