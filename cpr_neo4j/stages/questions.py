@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.records import QuestionRow
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.text import mask_question
+from cpr_neo4j.stages.named import mask_named
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def load(
         Question(
             r.id,
             r.text,
-            mask_question(r.text, [names.get(t, t) for t in r.topics]),
+            mask_named(r.text, [names.get(t, t) for t in r.topics]),  # as --entity masks
             r.hops,
             r.topics,
             r.answers,

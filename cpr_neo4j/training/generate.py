@@ -29,8 +29,9 @@ from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.loaders.base import GENERATED_SPLIT
 from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.base import RelPath, Step
+from cpr_neo4j.stages.named import mask_named
 from cpr_neo4j.stages.questions import Question
-from cpr_neo4j.text import is_mid, mask_question
+from cpr_neo4j.text import is_mid
 
 PREFIX = "gen:"  # every generated question id starts with it
 SPLIT = GENERATED_SPLIT  # the split a generated questions file names (never ingested)
@@ -82,7 +83,7 @@ class Generated:
         return Question(
             id=self.id,
             text=self.text,
-            masked=mask_question(self.text, [self.topic_name]),
+            masked=mask_named(self.text, [self.topic_name]),
             hops=self.hops,
             topics=[self.topic],
             answers=list(self.answers),
