@@ -316,8 +316,13 @@ def test_sentence_names_the_population_and_the_guarantee(cal_table):
     t = cal_table.subset(range(cal_table.n))
     t.group[:20], t.group[20:35] = 4, 5  # two small groups, 35 questions together: SMALL
     c_small = _calibrated(t, pop)
-    small = c_small.sentence(Request(0.1), c_small.threshold(Request(0.1), 4))
+    pooled = Request(0.1, 0.05)
+    assert c_small.threshold(pooled, 4).pool == "small"
+    small = c_small.sentence(pooled, c_small.threshold(pooled, 4))
     assert "in the small groups pooled with this one's" in small
+    # PAC over a pool of several groups is approximate (conformal/mondrian.py), and says so
+    assert "with probability of about 95%" in small and "(approximate:" in small
+    assert "at least 95%" not in small and "at least 90%" in small
     nothing = c.sentence(Request(0.1), c.threshold(Request(0.1), 0))  # no candidates: group 3
     assert "has 3 hop(s)" in nothing
     flat = Request(0.1, 0.05, grouped=False)
