@@ -53,6 +53,9 @@ def drift(scorer: Any, canary: Sequence[dict]) -> float:
     canary text: model.costs.computed)."""
     worst = 0.0
     with computed(scorer) as fresh:
+        if hasattr(fresh, "path_rows"):  # every text embedded in two batches, not one by one
+            fresh.questions([item["q"] for item in canary if item["paths"]])
+            fresh.path_rows([_path(p) for item in canary for p in item["paths"]])
         for item in canary:
             if not item["paths"]:
                 continue
