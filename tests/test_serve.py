@@ -751,3 +751,36 @@ def test_cli_file_lines_keep_ids_and_name_the_entity_field(neo4j_settings, asked
     assert noq == {"line": 2, "id": "noq", "type": "BadInput", "error": needs}
     assert unknown["id"] == "unknown" and "the line's `entity` field" in unknown["error"]
     assert "--entity" not in unknown["error"]
+
+
+def test_cli_prints_cypher_that_runs(neo4j_settings, store, asked, calibrated):
+    """`cpr ask` against a server named by NEO4J_URI (no Browser link): the Cypher it prints
+    for pasting, run through the driver, returns the Ask's TOPIC, ANSWER and path rows
+    (issue 55 row 1: the terminal renderer ate `[r:TOPIC|ANSWER]`)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    host = "localhost" if "127.0.0.1" in neo4j_settings.uri else "127.0.0.1"
+    uri = neo4j_settings.uri.replace("127.0.0.1", host) if host == "localhost" else (
+        neo4j_settings.uri.replace("localhost", host))  # fmt: skip
+    env = cli_env(neo4j_settings, os.environ["CPR_HOME"]) | {
+        "NEO4J_URI": uri, "NEO4J_USERNAME": neo4j_settings.username,
+        "NEO4J_PASSWORD": neo4j_settings.password, "NEO4J_DATABASE": neo4j_settings.database,
+        "COLUMNS": "60",  # narrow: the Cypher must not be wrapped either
+    }  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "cpr_neo4j", "ask", QUESTION, "--dataset", "metaqa", "--hops",
+         "2", "--alpha", "0.3"], capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Browse the paths in Neo4j Browser with:" in out, out
+    asked.append(out.split("(:Ask {id: '")[1].split("'")[0])
+    cypher = out.split("Browse the paths in Neo4j Browser with:\n")[1].split("\n(`cpr")[0]
+    assert "[r:TOPIC|ANSWER]" in cypher and "[p:ANSWER]" in cypher
+    rows, _ = store.query(cypher, {})
+    kinds = {row["r"].type for row in rows}
+    assert {"TOPIC", "ANSWER"} <= kinds and len(kinds) > 2  # and the paths' own hops
