@@ -203,8 +203,8 @@ def get(
 ) -> EntityIndex | None:
     """The index of `dataset` at graph fingerprint `graph` (None: read the stored one, one
     small query); None when the dataset has no fingerprint or is too big to index.
-    build_missing=False only returns one already built: a one-shot `cpr ask` with a
-    [bracketed] entity needs one exact lookup, not the whole index (~0.2-0.6 s)."""
+    build_missing=False only returns one already built (a named or [bracketed] entity
+    builds it in graph/linking.py `_find` when it is not an id: folded names need it)."""
     graph = graph or _stored_fingerprint(store, dataset)
     if not graph:
         return None

@@ -87,6 +87,9 @@ def _find(store: GraphStore, dataset: str, index: EntityIndex | None, mention: s
     """A named entity: its id, else every entity whose name has the same folded words
     (stages/named.py: the one rule `--entity` and the named curves share)."""
     if index is None:
+        by_id = store.read("entities_by_id", dataset=dataset, ids=[mention])
+        if by_id:  # an id needs no index (one query)
+            return [dict(r) for r in by_id]
         index = entity_index.get(store, dataset, build_missing=True)
     if index is None:  # a graph too big to index: its id or its name, any case
         return _by_id_or_name(store, dataset, mention)
@@ -118,7 +121,7 @@ def resolve(
     index built elsewhere (bench/linking.py builds one from the dataset's files)."""
     named = [entity] if isinstance(entity, str) else list(dict.fromkeys(entity or ()))
     mentions = named or bracket_mentions(text)
-    # exact lookups need no index (one query each), unless one is built already
+    # named or bracketed mentions build the index only if an id does not match (`_find`)
     if index is None:
         index = entity_index.get(store, dataset, graph, build_missing=not mentions)
     if mentions:
