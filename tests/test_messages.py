@@ -176,3 +176,32 @@ def test_file_error_lines_keep_their_id():
     assert "id" not in items[2][1] and "not a question object" in items[2][1]["error"]
     assert items[3][1]["id"] == "d" and "error" in items[3][1]
     assert items[4][1] == {"question": "who directed Alien"}
+
+
+def test_calibrations_made_before_taus_were_stored(store):
+    """GET /calibrations' row builder: a calibration without stored taus gets them from its
+    scores at the default alphas; one without scores gets none, not an error."""
+    from cpr_neo4j.conformal.levels import DEFAULT_ALPHAS
+    from cpr_neo4j.serve.app import calibration_out
+
+    ids = ["messages-old-model", "messages-old-cal", "messages-older-cal"]
+    try:
+        store.query(
+            "CREATE (m:ScoringModel {id: $ids[0], dataset: 'messages_old'}) "
+            "CREATE (:Calibration {id: $ids[1], dataset: 'messages_old', n: 4, "
+            "created: '2026-01-02', q_scores: [0.1, 0.2, 0.3, 0.4], q_groups: [1, 1, 1, 1]})"
+            "-[:OF]->(m) "
+            "CREATE (:Calibration {id: $ids[2], dataset: 'messages_old', n: 4, "
+            "created: '2026-01-01'})-[:OF]->(m)",
+            {"ids": ids}, write=True,
+        )  # fmt: skip
+        rows = store.read("calibrations", dataset="messages_old", limit=10)
+        old, older = (calibration_out(store, r) for r in rows)
+        assert old.id == ids[1] and old.alphas_default and old.alphas == list(DEFAULT_ALPHAS)
+        # coverage taus only: this one, like those made before FNR curves, has none
+        assert [(t.alpha, t.risk, t.group) for t in old.taus] == [
+            (a, "coverage", 1) for a in DEFAULT_ALPHAS]  # fmt: skip
+        assert all(t.tau is not None or t.tau_infinite for t in old.taus)
+        assert older.id == ids[2] and older.alphas_default and older.taus == []
+    finally:
+        store.query("MATCH (n) WHERE n.id IN $ids DETACH DELETE n", {"ids": ids}, write=True)

@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 
 from cpr_neo4j.conformal.guarantee import COVERAGE, FNR, Calibrated, request
+from cpr_neo4j.errors import CprError
 
 DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # `cpr calibrate --alphas`
 
@@ -16,13 +17,16 @@ DEFAULT_ALPHAS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # `cpr calibrate --al
 def tau_rows(cal: Calibrated, alphas: Sequence[float], delta: float | None) -> list[dict]:
     """One row per alpha, risk and group: {alpha, risk, group, tau, tau_infinite}; tau is
     null when infinite (JSON has no infinity): tau_infinite true for +inf (unattainable),
-    false for -inf."""
+    false for -inf. No FNR rows for a calibration made before FNR curves were stored."""
     groups = sorted({int(g) for g in cal.groups.tolist()} - {0})
     rows = []
     for a in alphas:
         for risk, req in ((COVERAGE, request(a, delta)), (FNR, request(a, None, FNR))):
             for g in groups:
-                t = float(cal.threshold(req, g).value)
+                try:
+                    t = float(cal.threshold(req, g).value)
+                except CprError:  # a calibration made before FNR curves has coverage only
+                    break
                 rows.append(
                     {
                         "alpha": float(a),

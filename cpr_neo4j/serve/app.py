@@ -80,7 +80,7 @@ def _finite(value: Any) -> Any:
 
 def calibration_out(store: Any, row: Any) -> CalibrationOut:
     """A calibrations.cypher row; one made before taus were stored has them recomputed from
-    its scores at the default alphas (alphas_default)."""
+    its scores at the default alphas (alphas_default), or none when it has no scores."""
     from cpr_neo4j.conformal import levels
     from cpr_neo4j.conformal.guarantee import Calibrated
 
@@ -88,9 +88,13 @@ def calibration_out(store: Any, row: Any) -> CalibrationOut:
     old = r.get("taus") is None
     if old:
         node = store.read("calibration_node", id=r["id"])[0]["c"]
-        cal = Calibrated.from_node(node)
-        r["alphas"] = list(levels.DEFAULT_ALPHAS)
-        r["taus"] = levels.tau_rows(cal, r["alphas"], r.get("delta"))
+        try:
+            cal = Calibrated.from_node(node)
+        except CprError:  # older still: no per-question scores to recompute them from
+            r["alphas"], r["taus"] = [], []
+        else:
+            r["alphas"] = list(levels.DEFAULT_ALPHAS)
+            r["taus"] = levels.tau_rows(cal, r["alphas"], r.get("delta"))
     else:
         r["taus"] = json.loads(r["taus"])
     return CalibrationOut(**r, alphas_default=old)
