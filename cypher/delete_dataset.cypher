@@ -1,5 +1,5 @@
-// Deletes dataset $dataset's own nodes: its Entity, Relation and Question nodes (with their
-// relationships) and its Dataset record, 5,000 per transaction; nodes of other labels
+// Deletes dataset $dataset's own nodes: its Entity, Relation, Question and LinkWord nodes
+// (with their relationships) and its Dataset record, 5,000 per transaction; nodes of other labels
 // (a user's own, Ask, ScoringModel, Calibration) are left alone. Returns how many were deleted.
 CALL () {
   MATCH (n:Entity {dataset: $dataset}) RETURN n
@@ -7,6 +7,8 @@ CALL () {
   MATCH (n:Relation {dataset: $dataset}) RETURN n
   UNION ALL
   MATCH (n:Question {dataset: $dataset}) RETURN n
+  UNION ALL
+  MATCH (n:LinkWord {dataset: $dataset}) RETURN n
   UNION ALL
   MATCH (n:Dataset {name: $dataset}) RETURN n
 }

@@ -91,9 +91,12 @@ def test_acronyms_spell_the_initials_of_a_name():
         "Google Now",
         degrees=[9, 5, 3, 40, 1, 1, 1],
     )
-    ids, found = take(idx, "who was vice president when jfk was president")
-    assert ids == [["John F. Kennedy"]] and found.rule == "acronym"  # three letters > two words
+    ids, found = take(idx, "what did jfk do before he was president")
+    assert ids == [["John F. Kennedy"]] and found.rule == "acronym"
     assert take(idx, "who founded the kkk")[0] == [["Ku Klux Klan"]]
+    # a name the question writes whole is never displaced by initials (issue 56.6)
+    ids, found = take(idx, "who was vice president when jfk was president")
+    assert ids == [["Vice president"]] and found.rule == "whole name"
     assert take(idx, "what type of government does the USA have")[0] == [
         ["United States of America"]
     ]
@@ -101,6 +104,31 @@ def test_acronyms_spell_the_initials_of_a_name():
     with pytest.raises(CprError, match="no entity"):
         take(idx, "what type of government does the usa have in Texas")
     assert ["Night of Wishes"] not in take(idx, "where is he now")[0]
+
+
+def test_family_words_are_no_initials_and_never_beat_a_whole_name():
+    """Issue 56.6: on a genealogy graph with underscored names, "mom" (Mary of Montpellier),
+    "dad", "kid", "wife" and "son" spell names' initials; one-case templated questions use
+    them as words, beside a two-word name written whole or alone."""
+    idx = index(
+        "prince_william",
+        "Mary of Montpellier",
+        "David Andrew Dunn",
+        "Kira Ida Dunn",
+        "Wilma Ivy Finch Evans",
+        "Simon Otto North",
+        relations=["mother", "father", "spouse", "child"],
+    )
+    for word in ("mom", "dad", "kid", "wife", "son"):
+        for text in (f"who is the {word} of prince_william", f"who is prince william's {word}"):
+            ids, found = take(idx, text)
+            assert ids == [["prince_william"]] and found.rule == "whole name", text
+        with pytest.raises(CprError, match="no entity"):
+            take(idx, f"who is the {word}")
+    # written in capitals in a mixed-case question, a family word is read as initials
+    with pytest.raises(CprError, match="no entity"):
+        take(idx, "what did kid do")
+    assert take(idx, "What did KID do")[0] == [["Kira Ida Dunn"]]
 
 
 def test_mixed_case_questions_prefer_the_name_written_as_the_question_writes_it():

@@ -1,31 +1,35 @@
-"""In-memory index of one dataset's entity names: id -> name, and word-normalised name ->
-ids, so that entity linking and answer names cost no Neo4j query per question.
+"""The linker's index of one dataset's entity names, kept by Neo4j: every entity carries
+its folded name (`link_key`), the same without plural or possessive s (`link_stem`) and its
+initials (`link_acro`, `link_acro_short`), each behind a range index; every word of a name
+is a (:LinkWord) with how many names hold it (and, when few do, which). It is built once
+per graph (at ingest, or on first use for a dataset ingested before it: `ensure`), stored
+with the graph, and read per question with one query for the question's own words and
+word n-grams (two when a name is written only in part), so a process holds nothing that
+grows with the graph: linking at 100x MetaQA's entities costs what it costs at 1x
+(docs/benchmarks.md).
 
-An index belongs to one graph: it is built once per (server, database, dataset, graph
-fingerprint) (graph/fingerprint.py; every ingest that changes the dataset changes it) and
-kept in a small process-wide cache, so `cpr serve` builds it on its first question and
-again only after an ingest. MetaQA's 42,797 entities: one page read, ~0.2 s in all.
-
-Datasets with more than MAX_ENTITIES entities are not indexed (the index would hold most
-of a gigabyte of process memory): `get` answers None for them, and for datasets without a
-fingerprint, and callers fall back to today's Neo4j queries (graph/linking.py)."""
+`EntityIndex` is the same index in memory, built from (id, name, degree) rows: the
+reference the stored one is tested against, and what the offline benches and the rules'
+unit tests link with. Both answer the rules (graph/name_rules.py, graph/linking.py)
+through the same methods; the stored one through `view`, a question's share of it."""
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.text import is_mid
 
-MAX_ENTITIES = 2_000_000  # ~0.6 GB (MetaQA: 12.6 MB for 42,797); above, query Neo4j
-PAGE = 100_000  # entities per round trip while building
-MAX_CACHED = 4  # indexes kept (datasets x fingerprints); the oldest used goes first
+PAGE = 20_000  # entities per round trip while building
+MAX_CACHED = 16  # datasets x fingerprints whose (small) index records are kept
 RARE = 50  # names a word may occur in and still lead to a partial match
-TOO_BIG = "too big"  # cached in place of an index: don't read a huge graph again
+FIELDS = "link-v1"  # how link_key/stem/acro and LinkWord are computed: a change rebuilds
 MAX_INITIALS = 5  # the longest acronym looked up ("usa", "nasa", "nato")
 LITTLE = frozenset({"a", "an", "and", "de", "for", "in", "of", "on", "the", "to"})  # acronyms skip
 
@@ -76,6 +80,38 @@ def stripped(text: str) -> str:
     )
 
 
+def initials_of(key: str) -> tuple[str, ...]:
+    """The initials a folded name of two words or more is looked up by, with and without its
+    little words ("usa", "usoa": United States of America; "jfk": John F. Kennedy)."""
+    w = key.split(" ")
+    if len(w) < 2:
+        return ()
+    letters = dict.fromkeys(("".join(x[0] for x in w), "".join(x[0] for x in w if x not in LITTLE)))
+    return tuple(x for x in letters if 2 <= len(x) <= MAX_INITIALS)
+
+
+@dataclass(frozen=True)
+class LinkFields:
+    """What the stored index keeps of one entity's name (None: found by its id only)."""
+
+    key: str | None
+    stem: str | None
+    acro: str | None
+    acro_short: str | None
+
+    @classmethod
+    def of(cls, name: str | None) -> LinkFields:
+        # a nameless entity, or one named by a Freebase id, is found by its id only
+        key = name_key(name) if name is not None and not is_mid(name) else ""
+        if not key:
+            return cls(None, None, None, None)
+        full = "".join(x[0] for x in key.split(" "))
+        letters = initials_of(key)
+        acro = full if full in letters else None
+        short = next((x for x in letters if x != full), None)
+        return cls(key, stem_key(key), acro, short)
+
+
 class EntityIndex:
     """The entities of one dataset at one graph fingerprint: names by folded words, each
     entity's degree (a weak prior between homonyms), and rare name words -> entities (for
@@ -120,12 +156,8 @@ class EntityIndex:
         # ("usa", "usoa": United States of America; "jfk": John F. Kennedy)
         by_initials: dict[str, set[str]] = {}
         for k, v in self._by_key.items():
-            w = k.split(" ")
-            if len(w) < 2:
-                continue
-            for letters in {"".join(x[0] for x in w), "".join(x[0] for x in w if x not in LITTLE)}:
-                if 2 <= len(letters) <= MAX_INITIALS:
-                    by_initials.setdefault(letters, set()).update(v)
+            for letters in initials_of(k):
+                by_initials.setdefault(letters, set()).update(v)
         self._by_initials = {k: tuple(sorted(v)) for k, v in by_initials.items()}
         # a word in many names says little about which: only rare ones lead to partial matches
         self._keys_with = {w: tuple(sorted(ks)) for w, ks in by_word.items() if len(ks) <= RARE}
@@ -183,6 +215,11 @@ class EntityIndex:
     def key_ids(self, key: str) -> tuple[str, ...]:
         return self._by_key.get(key, ())
 
+    def view(self, toks, text: str) -> EntityIndex:  # noqa: ARG002
+        """What the rules need of the index for one question (`toks`: entity_index.tokens
+        of `text`): all of it, in memory."""
+        return self
+
     def verbatim(self, text: str) -> list[dict]:
         """Every entity whose name's words occur as consecutive whole words of `text`: the
         word n-grams of the question looked up among all names; in the order they occur
@@ -193,90 +230,231 @@ class EntityIndex:
         return [self._entity(i) for i in found]
 
 
-_CACHE: OrderedDict[tuple, EntityIndex | str] = OrderedDict()
+class StoredIndex:
+    """One dataset's stored index (see the module): what every question needs besides its
+    own words (the entity count, the longest name, the relation words), a few hundred bytes,
+    whatever the graph's size."""
+
+    def __init__(self, store: GraphStore, dataset: str, entities: int, longest: int, relations):
+        self.store, self.dataset = store, dataset
+        self.entities, self.longest = entities, longest
+        self.relation_prefixes = {stem(w)[:5] for r in relations for w in words(r)}
+
+    def __len__(self) -> int:
+        return self.entities
+
+    def view(self, toks, text: str) -> QuestionNames:
+        """What the rules need of the index for one question (`toks`: entity_index.tokens
+        of `text`): one query."""
+        return QuestionNames(self, toks, text)
+
+    def by_key(self, name: str) -> list[dict]:
+        """Entities whose name has the same folded words as `name`, by id."""
+        key = name_key(name)
+        if not key:
+            return []
+        rows = self.store.read("entities_by_link_key", dataset=self.dataset, key=key)
+        return [{"id": r["id"], "name": r["name"]} for r in rows]
+
+    def by_name(self, name: str) -> list[dict]:
+        """As cypher/entities_by_name (case-insensitive equal names, at most 20, by id), from
+        the names with the same folded words (equal lower-cased names have equal words)."""
+        lowered = name.lower()
+        return [e for e in self.by_key(name) if (e["name"] or "").lower() == lowered][:20]
+
+
+class QuestionNames:
+    """A question's share of the stored index, read with one query: the entities named by
+    the question's word n-grams (whole, or without plural s), its words' LinkWords, and the
+    entities its words could be the initials of. Answers the rules as EntityIndex does."""
+
+    def __init__(self, stored: StoredIndex, toks, text: str):
+        from cpr_neo4j.graph.name_rules import acronym_words
+
+        folded = [t[0] for t in toks]
+        self.stored = stored
+        self.relation_prefixes = stored.relation_prefixes
+        n, longest = len(folded), stored.longest
+        grams = [
+            " ".join(folded[s:e]) for s in range(n) for e in range(s + 1, min(s + longest, n) + 1)
+        ]
+        self._grams = grams
+        row = stored.store.read(
+            "link_candidates",
+            dataset=stored.dataset,
+            keys=grams,
+            stems=sorted({stem_key(g) for g in grams}),
+            words=sorted(set(folded)),
+            letters=sorted(acronym_words(text, toks)),
+        )[0]
+        self.name_of: dict[str, str | None] = {}
+        self.degree: dict[str, int] = {}
+        self._by_key = self._group(row["by_key"])
+        self._by_stem = self._group(row["by_stem"])
+        self._by_initials = self._group(row["initials"])
+        self.names_with = {w["word"]: w["names"] for w in row["words"]}
+        self._keys_with = {w["word"]: tuple(w["keys"]) for w in row["words"] if w["keys"]}
+
+    def _group(self, rows) -> dict[str, tuple[str, ...]]:
+        out: dict[str, set[str]] = {}
+        for r in rows:
+            self.name_of[r["id"]] = r["name"]
+            self.degree[r["id"]] = r["degree"]
+            out.setdefault(r["key"], set()).add(r["id"])
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def _entity(self, i: str) -> dict:
+        return {"id": i, "name": self.name_of[i]}
+
+    def ngrams(self, folded: list[str]) -> list[tuple[int, int, tuple[str, ...]]]:
+        """As EntityIndex.ngrams: every n-gram up to the longest name was looked up, which
+        covers the n-grams its first-word bound lets it try."""
+        out = []
+        for start in range(len(folded)):
+            for end in range(start + 1, min(start + self.stored.longest, len(folded)) + 1):
+                key = " ".join(folded[start:end])
+                ids = self._by_key.get(key) or self._by_stem.get(stem_key(key))
+                if ids:
+                    out.append((start, end, ids))
+        return out
+
+    def partial(self, folded: list[str]) -> list[str]:
+        """As EntityIndex.partial; reads the LinkWords of those names' other words and
+        their entities (one more query), which the partial rule weighs and takes."""
+        out: dict[str, None] = {}
+        for w in folded:
+            out.update(dict.fromkeys(self._keys_with.get(w, ())))
+        keys = list(out)
+        more = {w for k in keys for w in k.split(" ")} - self.names_with.keys()
+        todo = [k for k in keys if k not in self._by_key]
+        if more or todo:
+            row = self.stored.store.read(
+                "link_partial", dataset=self.stored.dataset, words=sorted(more), keys=todo
+            )[0]
+            self.names_with.update({w["word"]: w["names"] for w in row["words"]})
+            self._by_key.update(self._group(row["by_key"]))
+        return keys
+
+    def initials(self, word: str) -> tuple[str, ...]:
+        return self._by_initials.get(word, ())
+
+    def key_ids(self, key: str) -> tuple[str, ...]:
+        return self._by_key.get(key, ())
+
+
+_CACHE: OrderedDict[tuple, StoredIndex] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _BUILD_LOCK = threading.Lock()  # concurrent first questions build once, not once each
 
 
-def get(
-    store: GraphStore, dataset: str, graph: str | None = None, build_missing: bool = True
-) -> EntityIndex | None:
-    """The index of `dataset` at graph fingerprint `graph` (None: read the stored one, one
-    small query); None when the dataset has no fingerprint or is too big to index.
-    build_missing=False only returns one already built (a named or [bracketed] entity
-    builds it in graph/linking.py `_find` when it is not an id: folded names need it)."""
-    graph = graph or _stored_fingerprint(store, dataset)
+def get(store: GraphStore, dataset: str, graph: str | None = None) -> StoredIndex | None:
+    """The stored index of `dataset` at graph fingerprint `graph` (None: read the stored
+    one), built first if the graph has none yet (`ensure`); None for a dataset without a
+    fingerprint (not in Neo4j)."""
+    info = _info(store, dataset)
+    graph = graph or info.get("fingerprint")
     if not graph:
         return None
     key = (store.settings.uri, store.database, dataset, graph)
-    found = _cached(key)
-    if found is None and not build_missing:
-        return None
-    if found is None:
-        with _BUILD_LOCK:
-            found = _cached(key)
-            if found is None:
-                found = build(store, dataset) or TOO_BIG
-                with _CACHE_LOCK:
-                    _CACHE[key] = found
-                    # older fingerprints of this dataset are dead: drop them first
-                    for old in [k for k in _CACHE if k[:3] == key[:3] and k != key]:
-                        del _CACHE[old]
-                    while len(_CACHE) > MAX_CACHED:
-                        _CACHE.popitem(last=False)
-    return found if isinstance(found, EntityIndex) else None
-
-
-def _cached(key: tuple) -> EntityIndex | str | None:
     with _CACHE_LOCK:
         found = _CACHE.get(key)
         if found is not None:
             _CACHE.move_to_end(key)
-        return found
+            return found
+    with _BUILD_LOCK:
+        if info.get("link_index") != version(graph):
+            build(store, dataset, graph)
+            info = _info(store, dataset)
+        from cpr_neo4j.graph import records
+
+        found = StoredIndex(
+            store,
+            dataset,
+            int(info.get("link_entities") or 0),
+            int(info.get("link_longest") or 0),
+            records.relation_text(store, dataset),
+        )
+    with _CACHE_LOCK:
+        _CACHE[key] = found
+        for old in [k for k in _CACHE if k[:3] == key[:3] and k != key]:
+            del _CACHE[old]  # older fingerprints of this dataset are dead
+        while len(_CACHE) > MAX_CACHED:
+            _CACHE.popitem(last=False)
+    return found
 
 
-def build(store: GraphStore, dataset: str, limit: int | None = None) -> EntityIndex | None:
-    """Read the dataset's (id, name) pairs page by page; None past `limit` entities
-    (default MAX_ENTITIES)."""
-    limit = MAX_ENTITIES if limit is None else limit
-    ids: list[str] = []
-    names: list[str | None] = []
-    degrees: list[int] = []
-    after = ""  # below every id: ids are strings (loaders/base.py ENTITIES_SCHEMA)
-    while True:
-        row = store.read("entity_names_page", dataset=dataset, after=after, page=PAGE)[0]
-        ids += row["ids"]
-        names += row["names"]
-        degrees += row["degrees"]
-        if len(ids) > limit:
-            return None
-        if len(row["ids"]) < PAGE:
-            from cpr_neo4j.graph import records
-
-            return EntityIndex(ids, names, degrees, records.relation_text(store, dataset))
-        after = max(row["ids"])
+def version(graph: str) -> str:
+    """What the Dataset's link_index says when its index matches graph `graph`."""
+    return f"{FIELDS}@{graph}"
 
 
-def _stored_fingerprint(store: GraphStore, dataset: str) -> str | None:
+def _info(store: GraphStore, dataset: str) -> dict:
     rows = store.read("dataset_info", dataset=dataset)
-    return rows[0]["d"].get("fingerprint") if rows else None
+    return dict(rows[0]["d"]) if rows else {}
+
+
+def ensure(store: GraphStore, dataset: str) -> None:
+    """Build the stored index unless the dataset's graph already has it (ingest calls this
+    once the graph is written and fingerprinted)."""
+    info = _info(store, dataset)
+    graph = info.get("fingerprint")
+    if graph and info.get("link_index") != version(graph):
+        build(store, dataset, graph)
+
+
+def build(store: GraphStore, dataset: str, graph: str) -> int:
+    """Compute every entity's LinkFields page by page (the process holds one page), then the
+    LinkWords in Neo4j; returns the entities read. Idempotent: entities are only ever
+    added to a dataset, so a rebuild rewrites the same fields and adds words."""
+    began = time.perf_counter()
+    after, entities, longest = "", 0, 0  # "" sorts below every id (ids are strings)
+    while True:
+        row = store.read("link_names_page", dataset=dataset, after=after, page=PAGE)[0]
+        ids = row["ids"]
+        fields = [LinkFields.of(n) for n in row["names"]]
+        if ids:
+            store.write(
+                "set_link_fields",
+                dataset=dataset,
+                ids=ids,
+                keys=[f.key for f in fields],
+                stems=[f.stem for f in fields],
+                acros=[f.acro for f in fields],
+                shorts=[f.acro_short for f in fields],
+            )
+        entities += len(ids)
+        longest = max([longest] + [f.key.count(" ") + 1 for f in fields if f.key])
+        if len(ids) < PAGE:
+            break
+        after = ids[-1]
+    store.autocommit("link_words_build", dataset=dataset, rare=RARE)
+    store.write(
+        "link_index_done",
+        dataset=dataset,
+        version=version(graph),
+        entities=entities,
+        longest=longest,
+        seconds=round(time.perf_counter() - began, 3),
+    )
+    return entities
 
 
 def names(
-    store: GraphStore, dataset: str, ids: Iterable[str], graph: str | None = None
+    store: GraphStore,
+    dataset: str,
+    ids: Iterable[str],
+    graph: str | None = None,  # noqa: ARG001
 ) -> dict[str, str]:
-    """id -> name of the entities among `ids` (as records.entity_names, without a query
-    when the dataset's index is already built: naming a few answers never builds one)."""
-    ids = list(ids)
-    index = get(store, dataset, graph, build_missing=False)
-    if index is None:
-        from cpr_neo4j.graph import records
+    """id -> name of the entities among `ids` (one query: records.entity_names)."""
+    from cpr_neo4j.graph import records
 
-        return records.entity_names(store, dataset, ids)
-    return {e["id"]: e["name"] for e in index.by_id(ids)}
+    return records.entity_names(store, dataset, list(ids))
 
 
 def clear() -> None:
-    """Forget every index (tests; a process that wants the memory back)."""
+    """Forget every index record (tests)."""
     with _CACHE_LOCK:
         _CACHE.clear()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cpr_neo4j.errors import BadInput
-from cpr_neo4j.graph import changes, fingerprint
+from cpr_neo4j.graph import changes, entity_index, fingerprint
 from cpr_neo4j.graph.changes import Changes
 from cpr_neo4j.graph.columns import write_entities, write_links, write_questions, write_triples
 from cpr_neo4j.graph.cypher import rel_type, statement
@@ -157,6 +157,7 @@ def ingest(
     )
     # a changed graph, or a changed topic-answer setting, makes older calibrations stale
     report.fingerprint = fingerprint.refresh(store, name, bump=bump)
+    entity_index.ensure(store, name)  # the linker's stored index of names, for this graph
     return report
 
 

@@ -10,10 +10,12 @@ Rules, in order (graph/entity_index.py folds case, accents, punctuation and unde
    question. A name inside a longer one found there ("Scott" in "Ridley Scott") is dropped;
    the most words win, then, when the question is written in mixed case, names written
    exactly as the question writes them (`Ridley Scott` over the tag `ridley scott`).
-   An acronym counts as a whole name of as many words as it has letters: a word that
-   spells the initials of a name ("jfk": John F. Kennedy, "usa": United States of America),
-   written in capitals in a mixed-case question, and in a one-case one only if it has three
-   letters or more and no name or relation of the graph uses it as a word.
+   Acronyms, only where no whole name (but everyday or relation words) is found: a word
+   that spells the initials of a name ("jfk": John F. Kennedy, "usa": United States of
+   America), written in capitals in a mixed-case question, and in a one-case one only if
+   it has three letters or more, is no everyday or family word ("mom", "dad", "kid") and
+   no name or relation of the graph uses it as a word; it counts as many words as it has
+   letters. A name the question writes whole is never displaced by an acronym.
 3. Partial names, only when no whole name (or acronym) is found: names sharing a rare
    word with the question ("dumbledore" -> "Professor Albus Dumbledore"), by the share of
    the name's words the question holds (weighted by rarity).
@@ -21,12 +23,11 @@ Rules, in order (graph/entity_index.py folds case, accents, punctuation and unde
    caller runs TreeG from each and takes the one whose best path scores best
    (stages/linked.py); a choice made that way is recorded as such.
 
-Datasets too big for the in-memory index fall back to exact lookups and the full-text
-index's best hits (rule 2 only)."""
+The candidates come from the index Neo4j keeps of the dataset's names (entity_index.py:
+one query per question, two for a partial name), the same at every graph size."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,11 +38,12 @@ from cpr_neo4j.graph.name_rules import acronyms, mixed_case, partial, weak, writ
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.text import bracket_mentions
 
-_LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
-FULLTEXT_HITS = 50  # full-text hits checked for whole-word containment (no index only)
 RUNNERS_UP = 0  # readings beyond the tied ones handed to the search too (bench/linking_search.py)
+ACRONYMS_WITH_WHOLE = False  # ablation only (bench): v3's acronyms beside whole names
 MAX_TIED = 4  # candidates searched from when the names cannot decide
-LINKER = "names-v3"  # recorded with a text-linked calibration: the rules above (v3: acronyms)
+# recorded with a text-linked calibration: the rules above (v3: acronyms; v4: an acronym
+# never displaces a whole name, no everyday word as initials, candidates from Neo4j)
+LINKER = "names-v4"
 
 
 @dataclass
@@ -83,17 +85,17 @@ def _by_id_or_name(store: GraphStore, dataset: str, mention: str) -> list[dict]:
     ]
 
 
-def _find(store: GraphStore, dataset: str, index: EntityIndex | None, mention: str) -> list:
+def _find(store: GraphStore, dataset: str, index, mention: str) -> list:
     """A named entity: its id, else every entity whose name has the same folded words
     (stages/named.py: the one rule `--entity` and the named curves share)."""
-    if index is None:
-        by_id = store.read("entities_by_id", dataset=dataset, ids=[mention])
-        if by_id:  # an id needs no index (one query)
-            return [dict(r) for r in by_id]
-        index = entity_index.get(store, dataset, build_missing=True)
-    if index is None:  # a graph too big to index: its id or its name, any case
+    if isinstance(index, EntityIndex):
+        return index.by_id([mention]) or index.by_key(mention)
+    by_id = store.read("entities_by_id", dataset=dataset, ids=[mention])
+    if by_id:  # an id: one query
+        return [dict(r) for r in by_id]
+    if index is None:  # a dataset with no fingerprint yet: its name, any case
         return _by_id_or_name(store, dataset, mention)
-    return index.by_id([mention]) or index.by_key(mention)
+    return index.by_key(mention)
 
 
 def _named(store, dataset, index, mention: str, field_name: str) -> list[dict]:
@@ -121,9 +123,8 @@ def resolve(
     index built elsewhere (bench/linking.py builds one from the dataset's files)."""
     named = [entity] if isinstance(entity, str) else list(dict.fromkeys(entity or ()))
     mentions = named or bracket_mentions(text)
-    # named or bracketed mentions build the index only if an id does not match (`_find`)
     if index is None:
-        index = entity_index.get(store, dataset, graph, build_missing=not mentions)
+        index = entity_index.get(store, dataset, graph)
     if mentions:
         rule = "named" if named else "bracketed"
         found = [_named(store, dataset, index, m, field_name) for m in mentions]
@@ -139,22 +140,12 @@ def resolve(
         choices = [Choice(base + ([a] if a else []), []) for a in alts]
         return Linking([_plain(c) for c in choices], rule)
     if index is None:
-        return _from_hits(_fulltext_inside(store, dataset, text), text, field_name)
+        raise CprError(f"dataset {dataset!r} is not in Neo4j: run `cpr ingest {dataset}`")
     return _from_index(index, text, field_name)
 
 
 def _plain(c: Choice) -> Choice:
     return Choice([{"id": t["id"], "name": t["name"]} for t in c.topics], c.mentions)
-
-
-def _fulltext_inside(store: GraphStore, dataset: str, text: str) -> list[dict]:
-    """Entities among the full-text index's best hits whose name's words occur in `text`
-    as whole words (a name outside those hits is missed: the index has no such limit)."""
-    query = _LUCENE_SPECIAL.sub(r"\\\1", text.lower())
-    hits = store.read("link_entities", dataset=dataset, text=query, limit=FULLTEXT_HITS)
-    lowered = " " + " ".join(entity_index.words(text)) + " "
-    key = lambda n: " " + " ".join(entity_index.words(n)) + " "  # noqa: E731
-    return [dict(h) for h in hits if key(h["name"]) in lowered]
 
 
 def _not_found(field_name: str) -> CprError:
@@ -164,27 +155,6 @@ def _not_found(field_name: str) -> CprError:
     )
 
 
-def _from_hits(inside: list[dict], text: str, field_name: str) -> Linking:
-    """Rule 2 over the full-text hits (no index): the longest name, ties to the search."""
-    if not inside:
-        raise _not_found(field_name)
-    longest = max(len(entity_index.words(h["name"])) for h in inside)
-    best = [h for h in inside if len(entity_index.words(h["name"])) == longest]
-    best = sorted({h["id"]: h for h in best}.values(), key=lambda h: h["id"])[:MAX_TIED]
-    others = [h for h in inside if h["id"] not in {b["id"] for b in best}]
-    choices = [_plain(Choice([h], _spans_of(text, h["name"]))) for h in best]
-    return Linking(choices, "whole name", _also(others, field_name), others)
-
-
-def _spans_of(text: str, name: str) -> list[tuple[int, int]]:
-    toks = entity_index.tokens(text)
-    want = entity_index.words(name)
-    for i in range(len(toks) - len(want) + 1):
-        if [t[0] for t in toks[i : i + len(want)]] == want:
-            return [(toks[i][1], toks[i + len(want) - 1][2])]
-    return []
-
-
 def _also(others: list[dict], field_name: str) -> list[str]:
     names = sorted({o["name"] for o in others if o.get("name")})
     if not names:
@@ -192,9 +162,10 @@ def _also(others: list[dict], field_name: str) -> list[str]:
     return [f"also found in the question: {', '.join(names[:5])} (give {field_name} to choose)"]
 
 
-def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
+def _from_index(index, text: str, field_name: str) -> Linking:
     toks = entity_index.tokens(text)
     folded = [t[0] for t in toks]
+    index = index.view(toks, text)  # the stored index: this question's names, one query
     found = index.ngrams(folded)
     # rule 2: whole names, not inside a longer name found in the question
     kept = [
@@ -205,8 +176,9 @@ def _from_index(index: EntityIndex, text: str, field_name: str) -> Linking:
     strong = [(s, e, ids) for s, e, ids in kept if not weak(index, folded[s:e])]
     # rule 3 only where no whole name is found (or only weak ones): a partial name beating a
     # whole one-word name was wrong more often than right on the dev questions
-    # an acronym counts as the words its letters stand for ("jfk" as three)
-    acro = acronyms(index, text, toks, found)
+    # an acronym counts as the words its letters stand for ("jfk" as three), and only where
+    # no whole name is found: a name written whole is never displaced by initials
+    acro = [] if strong and not ACRONYMS_WITH_WHOLE else acronyms(index, text, toks, found)
     part = [] if strong or acro else partial(index, folded)
     if part:
         noted = _worth_noting(index, text, toks, found, part)
@@ -301,10 +273,8 @@ def link(
     return found.topics, found.notes
 
 
-def linker(store: GraphStore, dataset: str, graph: str | None = None) -> str:
-    """How `resolve` finds names in question text for this dataset now: LINKER (the entity
-    index and the rules above) or "fulltext-50" (only names among the full-text index's
-    best hits, for datasets too big for the index). A calibration that links from the text
-    covers the linker it was made with: record it with the calibration."""
-    indexed = entity_index.get(store, dataset, graph) is not None
-    return LINKER if indexed else f"fulltext-{FULLTEXT_HITS}"
+def linker(store: GraphStore, dataset: str, graph: str | None = None) -> str:  # noqa: ARG001
+    """How `resolve` finds names in question text: LINKER, at every graph size. A
+    calibration that links from the text covers the linker it was made with: record it
+    with the calibration."""
+    return LINKER

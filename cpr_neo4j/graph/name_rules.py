@@ -18,6 +18,22 @@ which who whom whose why will with you your film films movie movies speak spoken
 played name kind type
 """
 STOPWORDS = frozenset(_EVERYDAY.split())
+# everyday words a one-case question uses that are never read as initials there, however
+# few names use them: kinship and family ("mom" is not Mary of Montpellier), people, and
+# the common words of templated questions (issue 56: "mom" took a three-word name)
+_NOT_INITIALS = """
+mom mum mama mommy momma dad daddy papa pop pops son sons kid kids baby wife wives
+husband hubby bro bros sis aunt auntie uncle niece nephew cousin gran granny grandma
+grandpa nana nan twin twins heir heirs bride groom spouse mate folks fam kin child
+children mother father sister brother parent parents family man men guy guys boy boys
+girl girls lady lord king queen sir dame old new age born died dead alive live lives
+half other one two all any get got gets make made many much more most year years date
+day days home town city job work role part team game song book show star stars act
+acts did does doing done see saw seen say said tell told know knew find found give gave
+take took want like love loved was has got are not who how why what when where which
+"""
+NOT_INITIALS = frozenset(_NOT_INITIALS.split())
+ONE_CASE_LETTERS = 3  # the shortest word read as initials in a one-case question
 
 
 def weak(index: EntityIndex, words: list[str]) -> bool:
@@ -65,21 +81,37 @@ def mixed_case(text: str) -> bool:
     return text not in (text.lower(), text.upper())
 
 
+def _may_spell(text: str, cased: bool, w: str, start: int, end: int) -> bool:
+    """Whether question word `w` may be read as initials, before asking the index: two to
+    MAX_INITIALS letters, no everyday word; written in capitals in a mixed-case question,
+    three letters or more and not an everyday or family word in a one-case one."""
+    if not (2 <= len(w) <= entity_index.MAX_INITIALS and w.isalpha()) or w in STOPWORDS:
+        return False
+    if cased:
+        return text[start:end].isupper()
+    return len(w) >= ONE_CASE_LETTERS and w not in NOT_INITIALS
+
+
+def acronym_words(text: str, toks) -> set[str]:
+    """The question's words the acronym rule may look up (what the stored index reads)."""
+    cased = mixed_case(text)
+    return {w for w, start, end in toks if _may_spell(text, cased, w, start, end)}
+
+
 def acronyms(index: EntityIndex, text: str, toks, found=()) -> list[tuple[int, int, str, int]]:
     """(word, word + 1, entity, letters) for each question word that spells the initials of
     a name: written in capitals in a mixed-case question ("JFK"), in a one-case question
-    only a word of three letters or more that no name or relation of the graph uses ("lbj";
-    "go", "now" and "ca" spell too much), and never a word of a name found whole ("mph" in
-    "10 MPH", "JFK" the film). Per word, the entities with the most edges among those it
-    could spell (within half of the best: a weak prior; the search decides the rest)."""
+    only a word of three letters or more that no name or relation of the graph uses and
+    that is no everyday or family word ("lbj"; "go", "now", "ca" and "mom" spell too much),
+    and never a word of a name found whole ("mph" in "10 MPH", "JFK" the film). Per word,
+    the entities with the most edges among those it could spell (within half of the best:
+    a weak prior; the search decides the rest)."""
     cased = mixed_case(text)
     out = []
     for p, (w, start, end) in enumerate(toks):
-        if not (2 <= len(w) <= entity_index.MAX_INITIALS and w.isalpha()) or w in STOPWORDS:
+        if not _may_spell(text, cased, w, start, end):
             continue
-        if cased and not text[start:end].isupper():
-            continue
-        if not cased and (len(w) < 3 or w in index.names_with or weak(index, [w])):
+        if not cased and (w in index.names_with or weak(index, [w])):
             continue
         ids = index.initials(w)
         if not ids or any(s <= p < e for s, e, _ in found):

@@ -1,0 +1,6 @@
+// Linker index build: records on the Dataset which index its entities carry ($version),
+// how many entities it has, the most words of a name and the build's seconds; returns
+// nothing.
+MATCH (d:Dataset {name: $dataset})
+SET d.link_index = $version, d.link_entities = $entities, d.link_longest = $longest,
+  d.link_build_s = $seconds

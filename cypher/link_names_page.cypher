@@ -1,0 +1,6 @@
+// Linker index build: one page of the entities of $dataset whose id is above $after, the
+// $page smallest ids; returns one row of two aligned lists, ids and names (may hold nulls).
+MATCH (e:Entity {dataset: $dataset}) WHERE e.id > $after
+WITH e ORDER BY e.id LIMIT $page
+WITH collect(e) AS page
+RETURN [e IN page | e.id] AS ids, [e IN page | e.name] AS names
