@@ -60,6 +60,10 @@ VARIANTS = [
     ("no acronyms", {(linking, "acronyms"): lambda *a, **k: []}),
     ("acronyms beside whole names (v3)", {(linking, "ACRONYMS_WITH_WHOLE"): True}),
     ("family and everyday words as initials (v3)", {(name_rules, "NOT_INITIALS"): frozenset()}),
+    (
+        "both of the two above (names-v3's rules)",
+        {(linking, "ACRONYMS_WITH_WHOLE"): True, (name_rules, "NOT_INITIALS"): frozenset()},
+    ),
     ("one-case initials of 2 letters (ships 3)", {(name_rules, "ONE_CASE_LETTERS"): 2}),
     ("one-case initials of 4 letters", {(name_rules, "ONE_CASE_LETTERS"): 4}),
     ("ties searched: 2 (ships 4)", {(linking, "MAX_TIED"): 2}),

@@ -2,7 +2,7 @@
 // distinct names hold it and, for a word at most $rare names hold, those names (sorted),
 // stamped $build (link_words_prune then drops words no name holds any more); run in an
 // implicit transaction (CALL IN TRANSACTIONS). Returns nothing.
-MATCH (e:Entity {dataset: $dataset}) WHERE e.link_key IS NOT NULL
+MATCH (e:Entity {dataset: $dataset}) WHERE e.link_key > ''
 WITH DISTINCT e.link_key AS key
 UNWIND split(key, ' ') AS word
 WITH DISTINCT key, word ORDER BY key

@@ -141,19 +141,33 @@ def tiny(store):
 def test_index_is_rebuilt_after_an_ingest_changes_the_graph(store, tiny, monkeypatch):
     monkeypatch.setattr(entity_index, "PAGE", 2)  # several pages for three entities
     ingest(store, _tiny(("Alpha Beta", "r", "Gamma"), ("Gamma", "r", "Delta")))
-    first = entity_index.get(store, TINY)
-    assert len(first) == 3 and entity_index.get(store, TINY) is first  # cached
+    graph = store.read("dataset_info", dataset=TINY)[0]["d"]["fingerprint"]
+    assert len(entity_index.get(store, TINY)) == 3
+    reads = []
+    read = store.read
+    monkeypatch.setattr(store, "read", lambda what, /, **p: reads.append(what) or read(what, **p))
+    assert len(entity_index.get(store, TINY, graph)) == 3 and reads == []  # kept, no query
+    monkeypatch.setattr(store, "read", read)
     question = "what about alpha beta epsilon"
     assert linking.link(store, TINY, question) == ([{"id": "Alpha Beta", "name": "Alpha Beta"}], [])
     with pytest.raises(CprError, match="unknown entity 'Alpha Beta Epsilon'"):
         linking.link(store, TINY, "what about [Alpha Beta Epsilon]")
     ingest(store, _tiny(("Alpha Beta Epsilon", "r", "Gamma")))  # a new fingerprint
-    second = entity_index.get(store, TINY)
-    assert second is not first and len(second) == 4
+    assert len(entity_index.get(store, TINY)) == 4
     topics, notes = linking.link(store, TINY, question)
     assert topics == [{"id": "Alpha Beta Epsilon", "name": "Alpha Beta Epsilon"}]
     assert notes == []  # "Alpha Beta" is inside the name taken: not worth a note
-    assert not any(k[2] == TINY and v is first for k, v in entity_index._CACHE.items())
+    assert not any(k[2] == TINY and k[3] == graph for k in entity_index._CACHE)  # dropped
+
+
+def test_the_kept_index_outlives_the_connection_that_read_it(store, tiny, neo4j_settings):
+    """A server's app and a test share the process cache; each reads through its own."""
+    from cpr_neo4j.graph.store import GraphStore
+
+    ingest(store, _tiny(("Alpha Beta", "r", "Gamma")))
+    with GraphStore(neo4j_settings) as other:
+        assert linking.link(other, TINY, "alpha beta")[0][0]["id"] == "Alpha Beta"
+    assert linking.link(store, TINY, "[alpha beta]")[0][0]["id"] == "Alpha Beta"
 
 
 def test_a_dataset_ingested_before_the_index_gets_it_on_first_use(store, tiny, monkeypatch):

@@ -65,6 +65,7 @@ def test_lifecycle(tmp_path, neo4j_settings):
         assert bulk.returncode == 0, bulk.stderr
         # 4 entities + 4 Relation nodes (2 relations x 2 directions); 3 relationships
         assert "created 8 nodes and 3 relationships" in " ".join(bulk.stdout.split())
+        _bulk_wrote_the_linker_index(home)
         refused = cpr(home, "ingest", "tiny2", "--triples", str(triples), "--bulk")
         assert refused.returncode != 0 and "empty database" in refused.stderr
         assert "Traceback" not in refused.stderr
@@ -79,6 +80,25 @@ def test_lifecycle(tmp_path, neo4j_settings):
     stale = cpr(home, "neo4j", "status")
     assert stale.returncode == 1 and not (home / "neo4j" / "run" / "neo4j.pid").exists()
     assert "Traceback" not in stale.stderr
+
+
+def _bulk_wrote_the_linker_index(home) -> None:
+    """--bulk writes the linker's fields with the graph: ingest then writes none, and the
+    question links through the index it stored."""
+    from cpr_neo4j.config import Neo4jSettings
+    from cpr_neo4j.graph import entity_index, linking
+    from cpr_neo4j.graph.store import GraphStore
+
+    creds = json.loads((home / "neo4j" / "credentials.json").read_text())
+    settings = Neo4jSettings(creds["uri"], "neo4j", creds["password"], "neo4j", "bulk test")
+    with GraphStore(settings) as store:
+        info = store.read("dataset_info", dataset="tiny")[0]["d"]
+        assert info["link_index"] == entity_index.version(info["fingerprint"])
+        assert info["link_entities"] == 4 and info["link_longest"] == 2
+        assert entity_index.build(store, "tiny", info["fingerprint"]) == 0  # nothing to write
+        topics, _ = linking.link(store, "tiny", "who directed alien")
+        assert topics == [{"id": "Alien", "name": "Alien"}]
+        entity_index.clear()
 
 
 def test_a_conf_written_before_the_fast_stop_gets_it_once(tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ import polars as pl
 from cpr_neo4j.config import cpr_home, local_server_settings
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import ingest as writer
+from cpr_neo4j.graph.entity_index import LinkFields
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.loaders.base import Dataset
 from cpr_neo4j.neo4j_server import server
@@ -78,11 +79,19 @@ def write_csv(dataset: Dataset, folder: Path, questions: bool = True) -> ImportF
     `questions`: False leaves them to MERGE, the previous way, as a benchmark baseline)."""
     folder.mkdir(parents=True, exist_ok=True)
     nodes, rels = folder / "entities.csv", folder / "triples.csv"
-    dataset.entities.select(
-        pl.col("id").alias(":ID(Entity)"),
-        pl.col("id"),
-        pl.lit(dataset.name).alias("dataset"),
-        pl.col("name"),
+    # with the linker's fields (graph/entity_index.py), so ingest need not write them after
+    link = LinkFields.columns(dataset.entities.get_column("name")).drop("name")
+    pl.concat(
+        [
+            dataset.entities.select(
+                pl.col("id").alias(":ID(Entity)"),
+                pl.col("id"),
+                pl.lit(dataset.name).alias("dataset"),
+                pl.col("name"),
+            ),
+            link,
+        ],
+        how="horizontal",
     ).write_csv(nodes)
     dataset.triples.select(
         pl.col("head").alias(":START_ID(Entity)"),

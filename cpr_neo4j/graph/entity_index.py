@@ -15,6 +15,7 @@ through the same methods; the stored one through `view`, a question's share of i
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 import time
@@ -22,9 +23,13 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.text import is_mid
+
+if TYPE_CHECKING:  # polars stays off `cpr ask`'s imports (tests/test_ask_path_imports.py)
+    import polars as pl
 
 PAGE = 20_000  # entities per round trip while building
 MAX_CACHED = 16  # datasets x fingerprints whose (small) index records are kept
@@ -92,24 +97,46 @@ def initials_of(key: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class LinkFields:
-    """What the stored index keeps of one entity's name (None: found by its id only)."""
+    """What the stored index keeps of one entity's name; "" where it has none (a nameless
+    entity, or one named by a Freebase id, is found by its id only), so that an entity
+    without the properties is one whose fields were never written."""
 
-    key: str | None
-    stem: str | None
-    acro: str | None
-    acro_short: str | None
+    key: str
+    stem: str
+    acro: str
+    acro_short: str
 
     @classmethod
     def of(cls, name: str | None) -> LinkFields:
-        # a nameless entity, or one named by a Freebase id, is found by its id only
         key = name_key(name) if name is not None and not is_mid(name) else ""
         if not key:
-            return cls(None, None, None, None)
+            return cls("", "", "", "")
         full = "".join(x[0] for x in key.split(" "))
         letters = initials_of(key)
-        acro = full if full in letters else None
-        short = next((x for x in letters if x != full), None)
+        acro = full if full in letters else ""
+        short = next((x for x in letters if x != full), "")
         return cls(key, stem_key(key), acro, short)
+
+    @classmethod
+    def columns(cls, names: pl.Series) -> pl.DataFrame:
+        """link_key, link_stem, link_acro, link_acro_short of each name (bulk import's
+        CSV columns), computed once per distinct name."""
+        import polars as pl
+
+        distinct = names.unique()
+        fields = [cls.of(n) for n in distinct.to_list()]
+        table = pl.DataFrame(
+            {
+                "name": distinct,
+                "link_key": [f.key for f in fields],
+                "link_stem": [f.stem for f in fields],
+                "link_acro": [f.acro for f in fields],
+                "link_acro_short": [f.acro_short for f in fields],
+            },
+            schema_overrides={"name": names.dtype},
+        )
+        frame = names.to_frame("name")
+        return frame.join(table, on="name", how="left", nulls_equal=True, maintain_order="left")
 
 
 class EntityIndex:
@@ -235,10 +262,16 @@ class StoredIndex:
     own words (the entity count, the longest name, the relation words), a few hundred bytes,
     whatever the graph's size."""
 
-    def __init__(self, store: GraphStore, dataset: str, entities: int, longest: int, relations):
-        self.store, self.dataset = store, dataset
-        self.entities, self.longest = entities, longest
+    def __init__(self, dataset: str, entities: int, longest: int, relations, store=None):
+        self.dataset, self.entities, self.longest = dataset, entities, longest
         self.relation_prefixes = {stem(w)[:5] for r in relations for w in words(r)}
+        self.store: GraphStore | None = store  # None in the cache: `on` binds a connection
+
+    def on(self, store: GraphStore) -> StoredIndex:
+        """This index read through `store` (the cached one outlives any connection)."""
+        bound = copy.copy(self)
+        bound.store = store
+        return bound
 
     def __len__(self) -> int:
         return self.entities
@@ -354,8 +387,8 @@ def get(store: GraphStore, dataset: str, graph: str | None = None) -> StoredInde
     """The stored index of `dataset` at graph fingerprint `graph` (None: read the stored
     one), built first if the graph has none yet (`ensure`); None for a dataset without a
     fingerprint (not in Neo4j)."""
-    info = _info(store, dataset)
-    graph = graph or info.get("fingerprint")
+    info = None if graph else _info(store, dataset)  # a caller with the graph: no query
+    graph = graph or (info or {}).get("fingerprint")
     if not graph:
         return None
     key = (store.settings.uri, store.database, dataset, graph)
@@ -363,15 +396,15 @@ def get(store: GraphStore, dataset: str, graph: str | None = None) -> StoredInde
         found = _CACHE.get(key)
         if found is not None:
             _CACHE.move_to_end(key)
-            return found
+            return found.on(store)
     with _BUILD_LOCK:
+        info = info or _info(store, dataset)
         if info.get("link_index") != version(graph):
             build(store, dataset, graph)
             info = _info(store, dataset)
         from cpr_neo4j.graph import records
 
         found = StoredIndex(
-            store,
             dataset,
             int(info.get("link_entities") or 0),
             int(info.get("link_longest") or 0),
@@ -383,7 +416,7 @@ def get(store: GraphStore, dataset: str, graph: str | None = None) -> StoredInde
             del _CACHE[old]  # older fingerprints of this dataset are dead
         while len(_CACHE) > MAX_CACHED:
             _CACHE.popitem(last=False)
-    return found
+    return found.on(store)
 
 
 def version(graph: str) -> str:
@@ -406,16 +439,20 @@ def ensure(store: GraphStore, dataset: str) -> None:
 
 
 def build(store: GraphStore, dataset: str, graph: str) -> int:
-    """Compute every entity's LinkFields page by page (the process holds one page), then the
-    LinkWords in Neo4j; returns the entities read. Idempotent: entities are only ever
-    added to a dataset, so a rebuild rewrites the same fields and adds words."""
+    """Write the LinkFields of every entity that has none yet (all of them when FIELDS
+    changed), page by page (the process holds one page), then the LinkWords in Neo4j;
+    returns the entities whose fields were written. Entities are only ever added to a
+    dataset and their names never change, so an ingest that adds some writes theirs only
+    (`cpr ingest --bulk` writes them with the graph)."""
     began = time.perf_counter()
-    after, entities, longest = "", 0, 0  # "" sorts below every id (ids are strings)
+    made_with = (_info(store, dataset).get("link_index") or "").split("@")[0]
+    every = bool(made_with) and made_with != FIELDS  # fields of another cpr: rewrite all
+    after, written = "", 0  # "" sorts below every id (ids are strings)
     while True:
-        row = store.read("link_names_page", dataset=dataset, after=after, page=PAGE)[0]
-        ids = row["ids"]
-        fields = [LinkFields.of(n) for n in row["names"]]
+        row = store.read("link_names_page", dataset=dataset, after=after, page=PAGE, every=every)
+        ids = row[0]["ids"]
         if ids:
+            fields = [LinkFields.of(n) for n in row[0]["names"]]
             store.write(
                 "set_link_fields",
                 dataset=dataset,
@@ -425,21 +462,21 @@ def build(store: GraphStore, dataset: str, graph: str) -> int:
                 acros=[f.acro for f in fields],
                 shorts=[f.acro_short for f in fields],
             )
-        entities += len(ids)
-        longest = max([longest] + [f.key.count(" ") + 1 for f in fields if f.key])
+        written += len(ids)
         if len(ids) < PAGE:
             break
         after = ids[-1]
     store.autocommit("link_words_build", dataset=dataset, rare=RARE)
+    summary = store.read("link_fields_summary", dataset=dataset)[0]
     store.write(
         "link_index_done",
         dataset=dataset,
         version=version(graph),
-        entities=entities,
-        longest=longest,
+        entities=summary["entities"],
+        longest=summary["longest"] or 0,
         seconds=round(time.perf_counter() - began, 3),
     )
-    return entities
+    return written
 
 
 def names(
