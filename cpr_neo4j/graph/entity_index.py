@@ -441,9 +441,9 @@ def ensure(store: GraphStore, dataset: str) -> None:
 def build(store: GraphStore, dataset: str, graph: str) -> int:
     """Write the LinkFields of every entity that has none yet (all of them when FIELDS
     changed), page by page (the process holds one page), then the LinkWords in Neo4j;
-    returns the entities whose fields were written. Entities are only ever added to a
-    dataset and their names never change, so an ingest that adds some writes theirs only
-    (`cpr ingest --bulk` writes them with the graph)."""
+    returns the entities whose fields were written. Entities that an ingest adds have no
+    fields yet, and a re-ingest that renames an entity drops its fields, so an ingest
+    writes only those (`cpr ingest --bulk` writes them with the graph)."""
     began = time.perf_counter()
     made_with = (_info(store, dataset).get("link_index") or "").split("@")[0]
     every = bool(made_with) and made_with != FIELDS  # fields of another cpr: rewrite all
@@ -466,7 +466,9 @@ def build(store: GraphStore, dataset: str, graph: str) -> int:
         if len(ids) < PAGE:
             break
         after = ids[-1]
-    store.autocommit("link_words_build", dataset=dataset, rare=RARE)
+    stamp = f"{version(graph)}/{time.time_ns()}"
+    store.autocommit("link_words_build", dataset=dataset, rare=RARE, build=stamp)
+    store.write("link_words_prune", dataset=dataset, build=stamp)
     summary = store.read("link_fields_summary", dataset=dataset)[0]
     store.write(
         "link_index_done",
