@@ -2,13 +2,15 @@
 `python -c "import numpy, neo4j"`, interleaved run by run so that load on the machine hits
 both alike, and where the ask's time goes.
 
-    python bench/cold_ask.py DATASET "QUESTION" [--runs 7] [--alpha 0.5]
+    python bench/cold_ask.py DATASET "QUESTION" [--runs 7] [--alpha 0.5] [--before DIR]
 
 The ask runs as `python -m cpr_neo4j ask QUESTION --dataset DATASET --alpha A --json`
 against the caller's CPR_HOME and server (it needs a calibration of DATASET). Prints the
 median wall of each, their ratio, and for one more ask its phases: the imports
 (`-X importtime`, the biggest top-level packages), the linking (graph/linking.py resolve,
-its index record included) and the rest (connecting, search, scoring, the record)."""
+its index record included) and the rest (connecting, search, scoring, the record).
+--before DIR: also the ask of the checkout in DIR (e.g. a `git worktree` of an earlier
+commit), interleaved with the others."""
 
 from __future__ import annotations
 
@@ -48,9 +50,9 @@ main()
 """
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str], env: dict | None = None) -> float:
     began = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     took = time.perf_counter() - began
     if done.returncode not in (0,):
         raise SystemExit(f"{' '.join(cmd[:4])} ... failed: {done.stderr.strip()[-400:]}")
@@ -76,20 +78,28 @@ def main() -> None:
     ap.add_argument("question")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--alpha", default="0.5")
+    ap.add_argument("--before", help="a checkout whose ask runs too (PYTHONPATH=DIR)")
     a = ap.parse_args()
     args = ["ask", a.question, "--dataset", a.dataset, "--alpha", a.alpha, "--json"]
     ask = [sys.executable, "-m", "cpr_neo4j", *args]
     bare = [sys.executable, "-c", "import numpy, neo4j"]
+    before = dict(os.environ, PYTHONPATH=a.before) if a.before else None
     wall(ask)  # warm the OS file cache and the server, as every run after it finds them
-    runs = {"bare": [], "ask": []}
+    if before:
+        wall(ask, before)
+    runs: dict[str, list[float]] = {"bare": [], "ask": []} | ({"before": []} if before else {})
     for _ in range(a.runs):
         runs["bare"].append(wall(bare))
         runs["ask"].append(wall(ask))
+        if before:
+            runs["before"].append(wall(ask, before))
     med = {k: statistics.median(v) for k, v in runs.items()}
     print(f"{a.runs} runs each, interleaved; load average {os.getloadavg()}")
     for k, v in runs.items():
-        print(f"  {k:4s} median {med[k]:.3f} s  runs {' '.join(f'{x:.2f}' for x in v)}")
+        print(f"  {k:6s} median {med[k]:.3f} s  runs {' '.join(f'{x:.2f}' for x in v)}")
     print(f"  ask / bare import: {med['ask'] / med['bare']:.2f}x")
+    if before:
+        print(f"  before ({a.before}) / bare import: {med['before'] / med['bare']:.2f}x")
     err = subprocess.run(
         [sys.executable, "-c", PHASES, *args], capture_output=True, text=True
     ).stderr

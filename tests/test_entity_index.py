@@ -152,8 +152,11 @@ def test_index_is_rebuilt_after_an_ingest_changes_the_graph(store, tiny, monkeyp
     assert linking.link(store, TINY, question) == ([{"id": "Alpha Beta", "name": "Alpha Beta"}], [])
     with pytest.raises(CprError, match="unknown entity 'Alpha Beta Epsilon'"):
         linking.link(store, TINY, "what about [Alpha Beta Epsilon]")
+    # a re-ingest replaces the dataset (graph/changes.py): Alpha Beta and Delta go
     ingest(store, _tiny(("Alpha Beta Epsilon", "r", "Gamma")))  # a new fingerprint
-    assert len(entity_index.get(store, TINY)) == 4
+    assert len(entity_index.get(store, TINY)) == 2
+    words = store.query("MATCH (w:LinkWord {dataset: $d}) RETURN w.word AS w", {"d": TINY})[0]
+    assert sorted(r["w"] for r in words) == ["alpha", "beta", "epsilon", "gamma"]  # no delta
     topics, notes = linking.link(store, TINY, question)
     assert topics == [{"id": "Alpha Beta Epsilon", "name": "Alpha Beta Epsilon"}]
     assert notes == []  # "Alpha Beta" is inside the name taken: not worth a note
