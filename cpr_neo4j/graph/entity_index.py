@@ -402,13 +402,16 @@ def get(store: GraphStore, dataset: str, graph: str | None = None) -> StoredInde
         if info.get("link_index") != version(graph):
             build(store, dataset, graph)
             info = _info(store, dataset)
-        from cpr_neo4j.graph import records
+        relations = info.get("link_relations")
+        if relations is None:  # an index built before it kept them
+            from cpr_neo4j.graph import records
 
+            relations = records.relation_text(store, dataset)
         found = StoredIndex(
             dataset,
             int(info.get("link_entities") or 0),
             int(info.get("link_longest") or 0),
-            records.relation_text(store, dataset),
+            relations,
         )
     with _CACHE_LOCK:
         _CACHE[key] = found
@@ -470,12 +473,15 @@ def build(store: GraphStore, dataset: str, graph: str) -> int:
     store.autocommit("link_words_build", dataset=dataset, rare=RARE, build=stamp)
     store.write("link_words_prune", dataset=dataset, build=stamp)
     summary = store.read("link_fields_summary", dataset=dataset)[0]
+    from cpr_neo4j.graph import records
+
     store.write(
         "link_index_done",
         dataset=dataset,
         version=version(graph),
         entities=summary["entities"],
         longest=summary["longest"] or 0,
+        relations=sorted(records.relation_text(store, dataset)),
         seconds=round(time.perf_counter() - began, 3),
     )
     return written
