@@ -3,12 +3,14 @@
     python bench/linking.py metaqa [--sample 600] [--old]
     python bench/linking.py webqsp-names [--split train,dev] [--old]
 
-Builds the entity index the server would build (names, degrees) from the loader's rows and
-links every question as `cpr ask` would, without the search that breaks the ties the names
-leave (stages/linked.py): a tie counts as "tied" with the gold topic among the candidates
-or not. MetaQA: bracketed and plain (brackets removed) text, the issue's sample
-(`random.seed(0); random.sample(test rows, 600)`). webqsp-names: the gold topic, another
-entity from which a gold answer is reachable within --hops (undirected), wrong, refused.
+Builds the in-memory form of the linker's index (names, degrees from the triples) from the
+loader's rows (`cpr ask` reads the same index from Neo4j: bench/linking_neo4j.py compares
+the two) and links every question with `cpr ask`'s rules, without the search that breaks
+the ties the names leave (stages/linked.py): a tie counts as "tied" with the gold topic
+among the candidates or not. MetaQA: bracketed and plain (brackets removed) text, the
+issue's sample (`random.seed(0); random.sample(test rows, 600)`). webqsp-names: the gold
+topic, another entity from which a gold answer is reachable within --hops (undirected),
+wrong, refused.
 --old: the linker of commit 5e0108f, from a copy at /tmp/oldlink (see --help)."""
 
 from __future__ import annotations
