@@ -19,6 +19,7 @@ from cpr_neo4j.cli.common import (
 )
 from cpr_neo4j.conformal import DEFAULT_DELTA, refuse_fnr_delta
 from cpr_neo4j.errors import EMPTY_QUESTION, BadInput, CprError
+from cpr_neo4j.options import AskOptions
 
 SHOWN = 25
 DEFAULT = click.core.ParameterSource.DEFAULT
@@ -157,37 +158,38 @@ def ask(
     if questions_file is None and ctx.get_parameter_source("output") is not DEFAULT:
         raise BadInput("--output is where --file writes its answers: give --file FILE too")
     items = read_questions(questions_file) if questions_file else None
-    if ctx.get_parameter_source("delta") is not DEFAULT:
+    explicit = ctx.get_parameter_source("delta") is not DEFAULT
+    if explicit:
         refuse_fnr_delta(risk, delta, "--delta")
-    from cpr_neo4j.stages.ask import answer, open_session  # torch, scipy: only when asking
+    options = AskOptions(
+        alpha=alpha,
+        delta=delta if explicit else None,
+        risk=risk,
+        dataset=dataset,
+        model=model_id,
+        hops=hops,
+        entity=entities or None,
+        beam_width=beam_width,
+        active=active,
+        allow_empty=allow_empty,
+        grouped=not ungrouped,
+        effective_scores=effective_scores,
+        all_candidates=all_candidates,
+        allow_stale=allow_stale,
+    )
+    from cpr_neo4j.stages.ask import answer  # torch, scipy: only when asking
     from cpr_neo4j.stages.session import UNCALIBRATED
 
     hints = hints_from(llm_url, llm_model, llm, llm_parallel, llm_timeout)
     with open_store() as store:
-        session = open_session(
-            store,
-            alpha,
-            dataset,
-            model_id,
-            beam_width,
-            active,
-            hints,
-            hops_filter=hops,
-            delta=(delta or None) if risk == "coverage" else None,
-            all_candidates=all_candidates,
-            allow_stale=allow_stale,
-            risk=risk,
-            allow_empty=allow_empty,
-            grouped=not ungrouped,
-            effective=effective_scores or None,
-        )
+        session = options.open(store, hints)
         if items is not None:
             failed = answer_file(session, items, output)
             if failed:
                 raise CprError(f"{failed} of {len(items)} questions failed (see their lines)")
             return
         try:
-            r = answer(session, question or "", list(entities) or None)
+            r = answer(session, question or "", options.entities)
         except CprError as exc:  # a dataset the user did not name: say which one failed
             if not session.chosen:
                 raise

@@ -62,7 +62,7 @@ def table_scores(t: CandidateTable, spec: Mapping) -> np.ndarray:
     return from_spec(t.qidx, t.cost, spec)
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class Row:
     method: str
     alpha: float
@@ -219,12 +219,29 @@ def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, h
         "n": int(single.sum()),
     }
     return Row(
-        v.name, float(alpha), req.risk, taus, attainable, m.ecr, lo, hi, lo_c, hi_c,
-        float(fnr_q.mean()), flo, fhi, m.apss, m.to_dict(), by_hops, one, t.n,
-        (hints or {}).get(v.method, "none"),
-        float(np.isfinite(calibrated.scores).mean()), float(np.isfinite(counter.score).mean()),
-        pooled,
-    )  # fmt: skip
+        method=v.name,
+        alpha=float(alpha),
+        risk=req.risk,
+        tau=taus,
+        attainable=attainable,
+        ecr=m.ecr,
+        ecr_lo=lo,
+        ecr_hi=hi,
+        ecr_lo_cal=lo_c,
+        ecr_hi_cal=hi_c,
+        fnr=float(fnr_q.mean()),
+        fnr_lo=flo,
+        fnr_hi=fhi,
+        apss=m.apss,
+        metrics=m.to_dict(),
+        by_hops=by_hops,
+        single=one,
+        n_test=t.n,
+        hints=(hints or {}).get(v.method, "none"),
+        recall_cal=float(np.isfinite(calibrated.scores).mean()),
+        recall=float(np.isfinite(counter.score).mean()),
+        pooled=pooled,
+    )
 
 
 def _pools(calibrated: Calibrated, req: Request, test_groups: np.ndarray) -> dict[int, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 
@@ -52,6 +53,29 @@ class GraphStore:
         self.connect_timeout = connect_timeout
         self.retry_time = retry_time
         self.reconnect()
+
+    @classmethod
+    def of_driver(cls, driver: Driver, database: str | None = None) -> GraphStore:
+        """A store over a driver the caller opened (and closes: `close` leaves it open).
+        Its settings are those of the environment, with this database: forked workers
+        (train, calibrate) connect with them, so they must reach the same server."""
+        self = cls.__new__(cls)
+        self.settings = Neo4jSettings.load()
+        if database:
+            self.settings = replace(self.settings, database=database)
+        self.database = self.settings.database
+        self.connect_timeout, self.retry_time = 10.0, None
+        self.driver = driver
+        self._borrowed = True
+        try:
+            driver.verify_connectivity()
+        except (ServiceUnavailable, ConfigurationError, AuthError, OSError, Neo4jError) as exc:
+            raise ConnectionFailed(
+                f"the Neo4j driver given cannot reach its server: {exc}"
+            ) from exc
+        return self
+
+    _borrowed = False  # the driver is the caller's (of_driver)
 
     def reconnect(self) -> None:
         """(Re)open the driver and check the server answers; e.g. after a server restart."""
@@ -106,7 +130,8 @@ class GraphStore:
         self.close()
 
     def close(self) -> None:
-        self.driver.close()
+        if not self._borrowed:
+            self.driver.close()
 
     def query(self, text: str, params: dict[str, Any] | None = None, *, write: bool = False):
         """Run one statement in its own transaction; returns (records, summary).

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from cpr_neo4j.errors import Conflict, CprError, HintFailed, UnknownDataset
 from cpr_neo4j.graph import records
+from cpr_neo4j.options import AskOptions
 from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.serve.graph import is_unavailable
 from cpr_neo4j.serve.schemas import AskRequest, AskResponse, ErrorBody, response
 from cpr_neo4j.stages.ask import answer as answer_one
-from cpr_neo4j.stages.session import HTTP, find_calibration, open_session, pick_dataset
+from cpr_neo4j.stages.session import HTTP, find_calibration, pick_dataset
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
@@ -33,6 +34,26 @@ def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
             raise
         raise Conflict(str(exc)) from exc
     return dataset, cal
+
+
+def options_of(req: AskRequest, dataset: str, model: str) -> AskOptions:
+    """The request's options, under the dataset and model that serve it."""
+    return AskOptions(
+        alpha=req.alpha,
+        delta=req.delta if "delta" in req.model_fields_set else None,
+        risk=req.risk,
+        dataset=dataset,
+        model=model,
+        hops=req.hops,
+        entity=req.entity,
+        beam_width=req.beam_width,
+        active=req.active,
+        allow_empty=req.allow_empty,
+        grouped=not req.ungrouped,
+        effective_scores=req.effective_scores,
+        all_candidates=req.all_candidates,
+        allow_stale=req.allow_stale,
+    )
 
 
 def check_request(req: AskRequest, cal: dict) -> None:
@@ -157,25 +178,7 @@ def _answer(
 ) -> AskResponse:
     check_request(req, cal)
     with pool.lease(cal["model"]):  # open_session builds its retriever with a scorer
-        session = open_session(
-            store,
-            req.alpha,
-            dataset,
-            cal["model"],
-            req.beam_width,
-            req.active,
-            hints,
-            hops_filter=req.hops,
-            delta=(req.delta or None) if req.risk == "coverage" else None,
-            all_candidates=req.all_candidates,
-            allow_stale=req.allow_stale,
-            cal=cal,
-            risk=req.risk,
-            allow_empty=req.allow_empty,
-            grouped=not req.ungrouped,
-            fields=HTTP,
-            effective=req.effective_scores or None,
-        )
+        session = options_of(req, dataset, cal["model"]).open(store, hints, cal, HTTP)
         if writer is not None:
             session.save = writer.saver(store, expect)
         if batcher is None:

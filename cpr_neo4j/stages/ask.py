@@ -27,7 +27,7 @@ from cpr_neo4j.stages.scoring import answer_scores, columns
 from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session, tolerance
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class Answer:
     id: str
     name: str
@@ -38,7 +38,7 @@ class Answer:
     entity_names: list[str] = field(default_factory=list)  # their names, in the same order
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class AskResult:
     question: str
     dataset: str
@@ -252,7 +252,9 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
         entity = cols.id_at(k)
         node = None if cols.nodes is None else int(cols.nodes[k])
         relpaths[entity], chain, _ = retrieval.witness(entity, node)
-        return Answer(entity, entity, rank, float(scores[k]), "", chain)
+        return Answer(
+            id=entity, name=entity, rank=rank, cost=float(scores[k]), path="", entities=chain
+        )
 
     kept = cols.ordered(np.flatnonzero(inside), scores).tolist()  # by (score, cost, id)
     answers = [answer_at(i + 1, k) for i, k in enumerate(kept)]
@@ -308,26 +310,26 @@ def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
     if caveat:  # a fallback threshold: say what the guarantee is not, next to the notes
         notes.append(f"fallback threshold: {caveat}")
     return AskResult(
-        d.text,
-        session.dataset,
-        d.linked.topics,
-        req.alpha,
-        d.threshold.value,
-        d.threshold.n,
-        d.answers,
-        d.best_outside,
-        ask_id,
-        cal["model"],
-        cal["id"],
-        url,
-        cypher,
-        notes,
-        req.pac,
-        sentence,
-        req.risk,
-        d.threshold.group,
-        req.allow_empty,
-        d.linked.record(),
+        question=d.text,
+        dataset=session.dataset,
+        topics=d.linked.topics,
+        alpha=req.alpha,
+        tau=d.threshold.value,
+        n=d.threshold.n,
+        answers=d.answers,
+        best_outside=d.best_outside,
+        ask_id=ask_id,
+        model_id=cal["model"],
+        calibration_id=cal["id"],
+        browser_url=url,
+        cypher=cypher,
+        notes=notes,
+        delta=req.pac,
+        guarantee=sentence,
+        risk=req.risk,
+        group=d.threshold.group,
+        allow_empty=req.allow_empty,
+        linking=d.linked.record(),
     )
 
 

@@ -70,25 +70,25 @@ def hop_level_rows(
             }  # fmt: skip
             headline.rows.append(
                 Row(
-                    variant,
-                    float(a),
-                    "coverage",
-                    taus,
-                    all(map(math.isfinite, taus.values())),
-                    float(hit.mean()),
-                    lo,
-                    hi,
-                    nan,
-                    nan,
-                    nan,
-                    nan,
-                    nan,
-                    float(size.mean()),
-                    metrics,
-                    {},
-                    {"ecr": nan, "apss": nan, "n": 0},
-                    len(sample),
-                )  # fmt: skip
+                    method=variant,
+                    alpha=float(a),
+                    risk="coverage",
+                    tau=taus,
+                    attainable=all(map(math.isfinite, taus.values())),
+                    ecr=float(hit.mean()),
+                    ecr_lo=lo,
+                    ecr_hi=hi,
+                    ecr_lo_cal=nan,
+                    ecr_hi_cal=nan,
+                    fnr=nan,
+                    fnr_lo=nan,
+                    fnr_hi=nan,
+                    apss=float(size.mean()),
+                    metrics=metrics,
+                    by_hops={},
+                    single={"ecr": nan, "apss": nan, "n": 0},
+                    n_test=len(sample),
+                )
             )
     notes.extend(out.get("notes", []))
     headline.hop_level = out.get("diagnostics", {})
