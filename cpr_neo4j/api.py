@@ -165,7 +165,7 @@ class CPR:
 
     def session(self, options: AskOptions | None = None, **changes: Any) -> Session:
         """The checks every question of these options shares, done once (for many asks)."""
-        return _options(options, changes).open(self.store, self.hints)
+        return _options(options, changes).open(self.store, self.hints, fields=_fields())
 
     def ask(self, question: str, options: AskOptions | None = None, **changes: Any) -> AskResult:
         """One question's answer set, its paths and its guarantee, recorded as an (:Ask).
@@ -177,7 +177,7 @@ class CPR:
         if not question or not question.strip():
             raise CprError(EMPTY_QUESTION)
         opts = _options(options, changes)
-        return answer(opts.open(self.store, self.hints), question, opts.entities)
+        return answer(opts.open(self.store, self.hints, fields=_fields()), question, opts.entities)
 
     def ask_many(
         self, questions: Iterable[Question], options: AskOptions | None = None, **changes: Any
@@ -188,9 +188,16 @@ class CPR:
         from cpr_neo4j.stages.ask import ask_many
 
         opts = _options(options, changes)
-        session = opts.open(self.store, self.hints)
+        session = opts.open(self.store, self.hints, fields=_fields())
         pairs = (q if isinstance(q, tuple) else (q, opts.entities) for q in questions)
         return ask_many(session, pairs)
+
+
+def _fields() -> dict[str, str]:
+    """How error messages name the options a caller can change (the CLI names its flags)."""
+    from cpr_neo4j.stages.session import CLI
+
+    return {k: f"AskOptions.{k}" for k in CLI}
 
 
 def _options(options: AskOptions | None, changes: dict[str, Any]) -> AskOptions:

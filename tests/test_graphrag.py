@@ -81,6 +81,7 @@ def test_items_and_metadata_are_the_set(retriever, asked, store):
     none = retriever.search(query_text=question, alpha=0.001)
     assert none.items == []
     assert none.metadata["error"] == "Unattainable" and "alpha=0.001" in none.metadata["reason"]
+    assert "AskOptions.alpha" in none.metadata["reason"]  # named as the caller sets it
     assert none.metadata["guarantee"] is None and none.metadata["ask_id"] is None
 
 
