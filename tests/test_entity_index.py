@@ -179,10 +179,13 @@ def test_a_dataset_ingested_before_the_index_gets_it_on_first_use(store, tiny, m
     wipe = "MATCH (e:Entity {dataset: $d}) REMOVE e.link_key, e.link_stem"
     store.query(wipe, {"d": TINY}, write=True)
     store.query("MATCH (d:Dataset {name: $d}) REMOVE d.link_index", {"d": TINY}, write=True)
+    store.query("DROP INDEX entity_link_key IF EXISTS", {}, write=True)  # an older server's
     entity_index.clear()
     assert linking.link(store, TINY, "what about alpha beta")[0] == [
         {"id": "Alpha Beta", "name": "Alpha Beta"}
     ]
+    shown = store.query("SHOW INDEXES YIELD name WHERE name = 'entity_link_key' RETURN name", {})
+    assert [r["name"] for r in shown[0]] == ["entity_link_key"]  # lookups use an index again
     info = store.read("dataset_info", dataset=TINY)[0]["d"]
     assert info["link_index"] == entity_index.version(info["fingerprint"])
     assert info["link_entities"] == 3 and info["link_longest"] == 2
