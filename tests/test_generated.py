@@ -151,7 +151,9 @@ def test_default_generated_fills_up_to_1000():
 def test_training_an_unknown_dataset_says_so(store):
     from cpr_neo4j.stages.train import TrainSettings, train
 
-    with pytest.raises(CprError, match="is not in Neo4j: ingest it first"):
+    with pytest.raises(
+        CprError, match=r"unknown dataset 'test-no-such-dataset' .*`cpr ingest test-no-such-dataset"
+    ):
         train(store, TrainSettings("test-no-such-dataset", generated=None))
 
 

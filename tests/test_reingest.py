@@ -199,7 +199,8 @@ def test_drop_removes_one_dataset_only(store, home, tmp_path, name, asks, models
             assert asks_left == 0 and "(:Ask) records: 1 deleted" in out
             assert made == [] and "1 scoring model(s) and 1 calibration(s) deleted" in out
         r = cpr(home, "drop", "messages_nosuch", "--yes")
-        assert r.returncode != 0 and "no dataset 'messages_nosuch' in Neo4j" in r.stderr
+        assert r.returncode != 0 and "unknown dataset 'messages_nosuch' (" in r.stderr
+        assert "`cpr ingest messages_nosuch --triples FILE`" in r.stderr
         assert "Traceback" not in r.stderr
     finally:
         store.query(

@@ -7,7 +7,6 @@ import shutil
 import click
 
 from cpr_neo4j.cli.common import console, open_store
-from cpr_neo4j.errors import BadInput
 
 
 @click.command()
@@ -33,14 +32,13 @@ from cpr_neo4j.errors import BadInput
 def drop(name: str, asks: str, models: str, yes: bool) -> None:
     """Remove dataset NAME from Neo4j: its entities, triples, relations, questions and
     dataset record. Other datasets and nodes cpr did not make are not touched."""
+    from cpr_neo4j.graph import records
     from cpr_neo4j.graph.ingest import counts
     from cpr_neo4j.graph.ingest import drop as drop_dataset
     from cpr_neo4j.model.store import model_dir
 
     with open_store() as store:
-        if not store.read("dataset_info", dataset=name):
-            known = [r["name"] for r in store.read("dataset_names")]
-            raise BadInput(f"no dataset {name!r} in Neo4j (datasets: {', '.join(known) or 'none'})")
+        records.require_dataset(store, name)
         before = counts(store, name)
         if not yes:
             click.confirm(

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from cpr_neo4j.cli.common import console, open_store
-from cpr_neo4j.errors import BadInput
 
 
 @click.command()
@@ -43,10 +42,7 @@ def generate(
 
     rewrite = Paraphraser(llm_url, llm_model) if llm_url else None
     with open_store() as store:
-        if not store.read("dataset_info", dataset=dataset):
-            raise BadInput(
-                f"dataset {dataset!r} is not in Neo4j: `cpr ingest {dataset} --triples FILE`"
-            )
+        records.require_dataset(store, dataset)
         have = labelled_splits(store, dataset)
         depth = hops or (qsel.default_hops(store, dataset, qsel.training_split(store, dataset))
                          if have else 2)  # fmt: skip

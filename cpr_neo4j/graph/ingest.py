@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cpr_neo4j.errors import BadInput
-from cpr_neo4j.graph import changes, entity_index, fingerprint
+from cpr_neo4j.graph import changes, entity_index, fingerprint, records
 from cpr_neo4j.graph.changes import Changes
 from cpr_neo4j.graph.columns import write_entities, write_links, write_questions, write_triples
 from cpr_neo4j.graph.cypher import rel_type, statement
@@ -259,11 +259,7 @@ def add_questions(
     Neo4j (`cpr ingest NAME --questions FILE`, e.g. from `cpr label`): the graph, its
     fingerprint and the dataset's settings are untouched, so models stay current. Questions
     already there (same id) are kept as they are (MERGE)."""
-    if not store.read("dataset_info", dataset=dataset.name):
-        raise BadInput(
-            f"dataset {dataset.name!r} is not in Neo4j: ingest its graph first "
-            f"(`cpr ingest {dataset.name} --triples FILE --questions FILE`)"
-        )
+    records.require_dataset(store, dataset.name)
     report = IngestReport()
     tick = progress or (lambda stage, n: None)
     for stage, batches in (

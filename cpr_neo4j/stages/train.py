@@ -191,11 +191,7 @@ def train(
     on_questions: Callable[[int], None] = lambda n: None,
 ) -> TrainResult:
     began = time.perf_counter()
-    if not store.read("dataset_info", dataset=s.dataset):
-        raise CprError(
-            f"dataset {s.dataset!r} is not in Neo4j: ingest it first "
-            f"(`cpr ingest {s.dataset} --triples FILE`)"
-        )
+    records.require_dataset(store, s.dataset)
     have = labelled_splits(store, s.dataset)
     split = qsel.training_split(store, s.dataset) if have else "train"
     depth = s.hops or (qsel.default_hops(store, s.dataset, split) if have else NO_QUESTIONS_HOPS)

@@ -165,10 +165,7 @@ class Candidates:
         from cpr_neo4j.model.scorer import PathScorer
         from cpr_neo4j.model.store import load_scorer, read_config
 
-        if not store.read("dataset_info", dataset=dataset):
-            raise BadInput(
-                f"dataset {dataset!r} is not in Neo4j: `cpr ingest {dataset} --triples FILE`"
-            )
+        records.require_dataset(store, dataset)
         self.store, self.dataset = store, dataset
         self.relation_text = records.relation_text(store, dataset)
         self.topic_answers = records.topic_answers(store, dataset)
