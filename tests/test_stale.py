@@ -89,7 +89,11 @@ def test_a_calibration_made_with_other_linking_rules_is_stale(store, calibrated,
     node = store.query("MATCH (c:Calibration {id: $id}) RETURN c", {"id": cal.id})[0][0]["c"]
     assert node["linker"] == (made_with := linking.LINKER)
     monkeypatch.setattr(linking, "LINKER", "names-v999")  # a later cpr's rules
-    with pytest.raises(StaleCalibration, match=f"linker {made_with}.*names-v999.*cpr calibrate"):
+    with pytest.raises(
+        StaleCalibration,
+        match=f"linker's name rules .* was '{made_with}' at calibration and is 'names-v999' "
+        "now; run `cpr calibrate",
+    ):
         ask(store, _question(store), 0.5, dataset=NAME, model_id=model_id)
     r = ask(store, _question(store), 0.5, dataset=NAME, model_id=model_id, allow_stale=True)
     assert r.guarantee is None and any("STALE" in n for n in r.notes)

@@ -21,7 +21,7 @@ from cpr_neo4j.conformal.guarantee import (
 )
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import Conflict, CprError, StaleCalibration
-from cpr_neo4j.graph import fingerprint, linking, records
+from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.fingerprint import stale_reason
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP
 from cpr_neo4j.graph.store import GraphStore
@@ -330,9 +330,9 @@ def open_session(
     check_settings(cal, wanted)
     check_scope(cal)  # a new question has no subgraph of its own
     graph = fingerprint.current(store, dataset, cal.get("graph_now"))
-    # the graph, the linker, and the code's rules (ties, candidates, groups, cuts): all said
-    reasons = (stale_reason(cal.get("graph_fingerprint"), graph), linker_changed(cal))
-    stale = "; ".join(r for r in (*reasons, pins.changed(cal)) if r) or None
+    # the graph, and the code's rules (linker, ties, candidates, groups, cuts): all said
+    reasons = (stale_reason(cal.get("graph_fingerprint"), graph), pins.changed(cal))
+    stale = "; ".join(r for r in reasons if r) or None
     if stale and not allow_stale:
         raise StaleCalibration(
             f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
@@ -376,21 +376,6 @@ def tolerance(cal: dict) -> float:
     assumed; older calibrations stored the same 1e-4 this code has)."""
     stored = cal.get("tolerance")
     return float(stored) if stored is not None else TOLERANCE
-
-
-def linker_changed(cal: dict) -> str | None:
-    """Why a text-linked calibration no longer describes how this cpr links questions (its
-    rules changed since: graph/linking.py LINKER), or None. A calibration of a dataset too
-    big for the entity index ("fulltext-..." linking) is compared by the graph alone."""
-    made_with = cal.get("linker") or ""
-    if cal.get("linking") != TEXT or not made_with.startswith("names-"):
-        return None
-    if made_with == linking.LINKER:
-        return None
-    return (
-        f"the calibration linked its questions with the linker {made_with}, and this version "
-        f"of cpr links them with {linking.LINKER}"
-    )
 
 
 def check_linking(cal: dict, entity: object, field: str = "--entity") -> None:
