@@ -7,7 +7,7 @@ both alike, and where the ask's time goes.
 The ask runs as `python -m cpr_neo4j ask QUESTION --dataset DATASET --alpha A --json`
 against the caller's CPR_HOME and server (it needs a calibration of DATASET). Prints the
 median wall of each, their ratio, and for one more ask its phases: the imports
-(`-X importtime`, the biggest top-level packages), the linking (graph/linking.py resolve,
+(`-X importtime`, the biggest top-level packages), the linking (linking/resolve.py resolve,
 its index record included) and the rest (connecting, search, scoring, the record).
 --before DIR: also the ask of the checkout in DIR (e.g. a `git worktree` of an earlier
 commit), interleaved with the others."""
@@ -27,7 +27,7 @@ from collections import Counter
 PHASES = r"""
 import sys, time, atexit
 t0 = time.perf_counter()
-from cpr_neo4j.graph import linking
+from cpr_neo4j.linking import resolve as linking
 from cpr_neo4j.cli.main import main
 t_import = time.perf_counter() - t0
 spent = {"link": 0.0}
@@ -39,7 +39,7 @@ def timed(*a, **k):
     finally:
         spent["link"] += time.perf_counter() - t
 linking.resolve = timed
-import cpr_neo4j.stages.linked as linked
+import cpr_neo4j.linking.readings as linked
 linked.resolve = timed
 def report():
     print("PHASES " + repr({"imports": t_import, "link": spent["link"],

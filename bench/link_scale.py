@@ -40,8 +40,9 @@ def memory(name: str, texts: list[str]) -> dict:
     """In this process (fresh): link each text as `cpr ask` does; memory and the record."""
     from cpr_neo4j.config import Neo4jSettings
     from cpr_neo4j.errors import CprError
-    from cpr_neo4j.graph import entity_index, fingerprint, linking
+    from cpr_neo4j.graph import entity_index, fingerprint
     from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.linking import resolve
 
     with GraphStore(Neo4jSettings.load()) as store:
         graph = fingerprint.current(store, name)
@@ -52,7 +53,7 @@ def memory(name: str, texts: list[str]) -> dict:
         refused = ties = 0
         for t in texts:
             try:
-                ties += len(linking.resolve(store, name, t, graph=graph).choices) > 1
+                ties += len(resolve.resolve(store, name, t, graph=graph).choices) > 1
             except CprError:
                 refused += 1
         after = rss_mb()
@@ -104,21 +105,22 @@ def build(k: int, name: str, server: Server, a: argparse.Namespace, base: tuple)
 def interleaved(sized: dict, texts: list[str]) -> dict[int, list[float]]:
     """Each question linked at every size in turn (one process, one connection per size)."""
     from cpr_neo4j.errors import CprError
-    from cpr_neo4j.graph import entity_index, fingerprint, linking
+    from cpr_neo4j.graph import entity_index, fingerprint
     from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.linking import resolve
 
     stores = {k: GraphStore(server.settings()) for k, (_, server) in sized.items()}
     try:
         graphs = {k: fingerprint.current(stores[k], sized[k][0]) for k in sized}
         for k in sized:  # the index record, and a warm-up question
             entity_index.get(stores[k], sized[k][0], graphs[k])
-            linking.resolve(stores[k], sized[k][0], texts[0], graph=graphs[k])
+            resolve.resolve(stores[k], sized[k][0], texts[0], graph=graphs[k])
         times: dict[int, list[float]] = {k: [] for k in sized}
         for t in texts:
             for k, (name, _) in sized.items():
                 began = time.perf_counter()
                 with contextlib.suppress(CprError):
-                    linking.resolve(stores[k], name, t, graph=graphs[k])
+                    resolve.resolve(stores[k], name, t, graph=graphs[k])
                 times[k].append(time.perf_counter() - began)
         return times
     finally:

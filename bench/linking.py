@@ -6,7 +6,7 @@
 Builds the in-memory form of the linker's index (names, degrees from the triples) from the
 loader's rows (`cpr ask` reads the same index from Neo4j: bench/linking_neo4j.py compares
 the two) and links every question with `cpr ask`'s rules, without the search that breaks
-the ties the names leave (stages/linked.py): a tie counts as "tied" with the gold topic
+the ties the names leave (linking/readings.py): a tie counts as "tied" with the gold topic
 among the candidates or not. MetaQA: bracketed and plain (brackets removed) text, the
 issue's sample (`random.seed(0); random.sample(test rows, 600)`). webqsp-names: the gold
 topic, another entity from which a gold answer is reachable within --hops (undirected),
@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import linking
+from cpr_neo4j.linking import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.linking_index import index_of  # noqa: E402
@@ -56,7 +56,7 @@ def outcome(index, text, gold: set[str], old: bool) -> tuple[str, list[list[str]
             topics, _ = oldl.link(fake, "d", text)
             choices = [[t["id"] for t in topics]]
         else:
-            found = linking.resolve(None, "d", text, index=index)
+            found = resolve.resolve(None, "d", text, index=index)
             choices = [[t["id"] for t in c.topics] for c in found.choices]
     except CprError as exc:  # the kind of refusal, without the names it quotes
         return "refused: " + re.sub(r"'[^']*'|\"[^\"]*\"", "NAME", str(exc).split(":")[0]), []

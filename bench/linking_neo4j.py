@@ -30,16 +30,18 @@ from pathlib import Path
 
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import entity_index, fingerprint, linking, records
+from cpr_neo4j.graph import entity_index, fingerprint, records
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.linking import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = ("entity_index", "linking", "name_rules")
 
 
 def old_linker(rev: str):
-    """graph/linking.py of commit `rev` (with its entity_index and name_rules), importable
-    beside today's: a copy under a temporary package."""
+    """graph/linking.py of commit `rev` (with its entity_index and name_rules; a commit
+    from before linking/ existed), importable beside today's: a copy under a temporary
+    package."""
     pkg = f"oldlink_{rev[:7]}"
     root = Path(tempfile.mkdtemp()) / pkg
     root.mkdir()
@@ -118,8 +120,8 @@ def main() -> None:
         )  # fmt: skip
         runs = {
             "old": lambda t: old.resolve(store, a.dataset, t, index=built),
-            "new": lambda t: linking.resolve(store, a.dataset, t, graph=graph, index=stored),
-            "memory": lambda t: linking.resolve(store, a.dataset, t, index=memory),
+            "new": lambda t: resolve.resolve(store, a.dataset, t, graph=graph, index=stored),
+            "memory": lambda t: resolve.resolve(store, a.dataset, t, index=memory),
         }
         counts = {k: Counter() for k in runs}
         times = {k: [] for k in runs}
@@ -137,7 +139,7 @@ def main() -> None:
             else:
                 differ.append((text, gold, got["old"], got["new"]))
     n = len(qs)
-    print(f"{a.dataset}: {n} questions; old = {a.old} ({old.LINKER}), new = {linking.LINKER}")
+    print(f"{a.dataset}: {n} questions; old = {a.old} ({old.LINKER}), new = {resolve.LINKER}")
     print(f"  old index build (per process): {old_build:.2f} s for {len(built):,} entities")
     print(f"  new: first question's index record {first * 1e3:.1f} ms (built if missing)")
     for k in runs:

@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from linking_neo4j import outcome  # noqa: E402
 
 from cpr_neo4j.config import Neo4jSettings  # noqa: E402
-from cpr_neo4j.graph import entity_index, linking, name_rules, records  # noqa: E402
+from cpr_neo4j.graph import entity_index, records  # noqa: E402
 from cpr_neo4j.graph.store import GraphStore  # noqa: E402
+from cpr_neo4j.linking import name_rules, resolve  # noqa: E402
 from cpr_neo4j.stages import questions as qsel  # noqa: E402
 
 CAL_SHARE = {"webqsp-names": 0.3}
@@ -57,17 +58,17 @@ VARIANTS = [
     ("partial share 0.4", {(name_rules, "MIN_PARTIAL"): 0.4}),
     ("rare word: in <= 20 names (ships 50)", {(entity_index, "RARE"): 20}),
     ("rare word: in <= 100 names", {(entity_index, "RARE"): 100}),
-    ("no acronyms", {(linking, "acronyms"): lambda *a, **k: []}),
-    ("acronyms beside whole names (v3)", {(linking, "ACRONYMS_WITH_WHOLE"): True}),
+    ("no acronyms", {(resolve, "acronyms"): lambda *a, **k: []}),
+    ("acronyms beside whole names (v3)", {(resolve, "ACRONYMS_WITH_WHOLE"): True}),
     ("family and everyday words as initials (v3)", {(name_rules, "NOT_INITIALS"): frozenset()}),
     (
         "both of the two above (names-v3's rules)",
-        {(linking, "ACRONYMS_WITH_WHOLE"): True, (name_rules, "NOT_INITIALS"): frozenset()},
+        {(resolve, "ACRONYMS_WITH_WHOLE"): True, (name_rules, "NOT_INITIALS"): frozenset()},
     ),
     ("one-case initials of 2 letters (ships 3)", {(name_rules, "ONE_CASE_LETTERS"): 2}),
     ("one-case initials of 4 letters", {(name_rules, "ONE_CASE_LETTERS"): 4}),
-    ("ties searched: 2 (ships 4)", {(linking, "MAX_TIED"): 2}),
-    ("ties searched: 8", {(linking, "MAX_TIED"): 8}),
+    ("ties searched: 2 (ships 4)", {(resolve, "MAX_TIED"): 2}),
+    ("ties searched: 8", {(resolve, "MAX_TIED"): 8}),
 ]
 
 
@@ -86,7 +87,7 @@ def main() -> None:
                 try:
                     idx = memory_index(store, ds)
                     c = Counter(
-                        outcome(lambda: linking.resolve(store, ds, t, index=idx), set(g))[0]  # noqa: B023
+                        outcome(lambda: resolve.resolve(store, ds, t, index=idx), set(g))[0]  # noqa: B023
                         for t, g in qs
                     )
                 finally:

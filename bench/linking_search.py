@@ -4,7 +4,7 @@ training split's questions the model never used).
 
     python bench/linking_search.py webqsp-names --model rcv-... [--runners-up 0,1,3]
 
-For each setting of graph/linking.py RUNNERS_UP (readings beyond the tied ones that the
+For each setting of linking/resolve.py RUNNERS_UP (readings beyond the tied ones that the
 search also tries), prints the share of questions whose taken reading is the gold topic,
 and retrieval recall (a gold answer among the candidates), as `cpr calibrate` and
 `cpr ask` would link and search them."""
@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 
 from cpr_neo4j.config import Neo4jSettings
-from cpr_neo4j.graph import fingerprint, linking, records
+from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.linking import resolve
+from cpr_neo4j.linking.readings import link_readings, search_readings
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.stages import questions as qsel
-from cpr_neo4j.stages.linked import link_readings, search_readings
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.scoring import columns
 
@@ -77,7 +78,7 @@ def main() -> None:
         spec = {"family": "surprisal", "T": 1.0}
         print(f"{len(qs)} questions of {a.dataset} (model {a.model})")
         for k in [int(x) for x in a.runners_up.split(",")]:
-            linking.RUNNERS_UP = k
+            resolve.RUNNERS_UP = k
             gold = reached = refused = other_reaching = 0
             for q in qs:
                 readings = link_readings(store, a.dataset, q.text, graph)

@@ -11,8 +11,9 @@ import polars as pl
 import pytest
 
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import entity_index, linking, records
+from cpr_neo4j.graph import entity_index, records
 from cpr_neo4j.graph.ingest import ingest
+from cpr_neo4j.linking import resolve
 from cpr_neo4j.loaders.base import build_dataset, questions_frame
 from tests.conftest import drop_dataset
 
@@ -60,12 +61,12 @@ def test_the_stored_index_links_as_the_in_memory_one(store, dev, index, memory):
     texts += [q.text for q in dev[400:500]]
     texts += ["who directed [tom hanks]", "what movies did Tom Hanks star in", "zzqx qqzz"]
     for text in texts:
-        stored = readings(lambda: linking.resolve(store, "metaqa", text))  # noqa: B023
-        mem = readings(lambda: linking.resolve(store, "metaqa", text, index=memory))  # noqa: B023
+        stored = readings(lambda: resolve.resolve(store, "metaqa", text))  # noqa: B023
+        mem = readings(lambda: resolve.resolve(store, "metaqa", text, index=memory))  # noqa: B023
         assert stored == mem, text
     for name in ("John Krasinski", "tom hanks", "TOM HANKS", "no such entity 42", "Inception"):
-        stored = readings(lambda: linking.resolve(store, "metaqa", "q", name))  # noqa: B023
-        mem = readings(lambda: linking.resolve(store, "metaqa", "q", name, index=memory))  # noqa: B023
+        stored = readings(lambda: resolve.resolve(store, "metaqa", "q", name))  # noqa: B023
+        mem = readings(lambda: resolve.resolve(store, "metaqa", "q", name, index=memory))  # noqa: B023
         assert stored == mem, name
 
 
@@ -94,7 +95,7 @@ def test_errors_read_as_before(store, index):
         out = []
         for text, entity in cases:
             with pytest.raises(CprError) as exc:
-                linking.link(store, "metaqa", text, entity)
+                resolve.link(store, "metaqa", text, entity)
             out.append(str(exc.value))
         return out
 
@@ -104,15 +105,15 @@ def test_errors_read_as_before(store, index):
     assert "no entity of the graph found in the question" in with_index[2]
     # a name two entities share in any case: written as the question writes it wins ...
     tie = "what movies did Tom Hanks star in"
-    found = linking.resolve(store, "metaqa", tie)
+    found = resolve.resolve(store, "metaqa", tie)
     assert found.topics == [{"id": "Tom Hanks", "name": "Tom Hanks"}]
     assert found.rule == "exact case"
-    # ... and in a lower-case question both are searched (stages/linked.py decides)
-    found = linking.resolve(store, "metaqa", tie.lower())
+    # ... and in a lower-case question both are searched (linking/readings.py decides)
+    found = resolve.resolve(store, "metaqa", tie.lower())
     assert {c.topics[0]["id"] for c in found.choices} == {"Tom Hanks", "tom hanks"}
     assert any("the best-scoring path decides" in n for n in found.notes)
     # a bracketed name shared in any case is searched from both too, never refused
-    found = linking.resolve(store, "metaqa", "who directed [TOM HANKS]")
+    found = resolve.resolve(store, "metaqa", "who directed [TOM HANKS]")
     assert {c.topics[0]["id"] for c in found.choices} == {"Tom Hanks", "tom hanks"}
 
 
@@ -149,15 +150,15 @@ def test_index_is_rebuilt_after_an_ingest_changes_the_graph(store, tiny, monkeyp
     assert len(entity_index.get(store, TINY, graph)) == 3 and reads == []  # kept, no query
     monkeypatch.setattr(store, "read", read)
     question = "what about alpha beta epsilon"
-    assert linking.link(store, TINY, question) == ([{"id": "Alpha Beta", "name": "Alpha Beta"}], [])
+    assert resolve.link(store, TINY, question) == ([{"id": "Alpha Beta", "name": "Alpha Beta"}], [])
     with pytest.raises(CprError, match="unknown entity 'Alpha Beta Epsilon'"):
-        linking.link(store, TINY, "what about [Alpha Beta Epsilon]")
+        resolve.link(store, TINY, "what about [Alpha Beta Epsilon]")
     # a re-ingest replaces the dataset (graph/changes.py): Alpha Beta and Delta go
     ingest(store, _tiny(("Alpha Beta Epsilon", "r", "Gamma")))  # a new fingerprint
     assert len(entity_index.get(store, TINY)) == 2
     words = store.query("MATCH (w:LinkWord {dataset: $d}) RETURN w.word AS w", {"d": TINY})[0]
     assert sorted(r["w"] for r in words) == ["alpha", "beta", "epsilon", "gamma"]  # no delta
-    topics, notes = linking.link(store, TINY, question)
+    topics, notes = resolve.link(store, TINY, question)
     assert topics == [{"id": "Alpha Beta Epsilon", "name": "Alpha Beta Epsilon"}]
     assert notes == []  # "Alpha Beta" is inside the name taken: not worth a note
     assert not any(k[2] == TINY and k[3] == graph for k in entity_index._CACHE)  # dropped
@@ -169,8 +170,8 @@ def test_the_kept_index_outlives_the_connection_that_read_it(store, tiny, neo4j_
 
     ingest(store, _tiny(("Alpha Beta", "r", "Gamma")))
     with GraphStore(neo4j_settings) as other:
-        assert linking.link(other, TINY, "alpha beta")[0][0]["id"] == "Alpha Beta"
-    assert linking.link(store, TINY, "[alpha beta]")[0][0]["id"] == "Alpha Beta"
+        assert resolve.link(other, TINY, "alpha beta")[0][0]["id"] == "Alpha Beta"
+    assert resolve.link(store, TINY, "[alpha beta]")[0][0]["id"] == "Alpha Beta"
 
 
 def test_a_dataset_ingested_before_the_index_gets_it_on_first_use(store, tiny, monkeypatch):
@@ -181,7 +182,7 @@ def test_a_dataset_ingested_before_the_index_gets_it_on_first_use(store, tiny, m
     store.query("MATCH (d:Dataset {name: $d}) REMOVE d.link_index", {"d": TINY}, write=True)
     store.query("DROP INDEX entity_link_key IF EXISTS", {}, write=True)  # an older server's
     entity_index.clear()
-    assert linking.link(store, TINY, "what about alpha beta")[0] == [
+    assert resolve.link(store, TINY, "what about alpha beta")[0] == [
         {"id": "Alpha Beta", "name": "Alpha Beta"}
     ]
     shown = store.query("SHOW INDEXES YIELD name WHERE name = 'entity_link_key' RETURN name", {})
@@ -189,7 +190,7 @@ def test_a_dataset_ingested_before_the_index_gets_it_on_first_use(store, tiny, m
     info = store.read("dataset_info", dataset=TINY)[0]["d"]
     assert info["link_index"] == entity_index.version(info["fingerprint"])
     assert info["link_entities"] == 3 and info["link_longest"] == 2
-    assert linking.linker(store, TINY) == linking.LINKER
+    assert resolve.linker(store, TINY) == resolve.LINKER
 
 
 def test_a_whole_name_beats_an_acronym_on_a_genealogy_graph(store, tiny):
@@ -207,13 +208,13 @@ def test_a_whole_name_beats_an_acronym_on_a_genealogy_graph(store, tiny):
         ),
     )
     for text in ("who is the mom of prince_william", "who is prince william's dad"):
-        assert linking.link(store, TINY, text)[0] == [
+        assert resolve.link(store, TINY, text)[0] == [
             {"id": "prince_william", "name": "prince_william"}
         ], text
     for text in ("who is the mom", "name a kid", "who is the dad"):
         with pytest.raises(CprError, match="no entity of the graph found"):
-            linking.link(store, TINY, text)
-    found = linking.resolve(store, TINY, "who is the father of DAD")  # capitals: initials
+            resolve.link(store, TINY, text)
+    found = resolve.resolve(store, TINY, "who is the father of DAD")  # capitals: initials
     assert found.topics[0]["id"] == "David Andrew Dunn" and found.rule == "acronym"
 
 
@@ -223,8 +224,8 @@ def test_underscored_names_of_a_generic_graph_link_written_either_way(store, tin
     spaces, and the other way round."""
     ingest(store, _tiny(("Nathaniel_P._Banks", "r", "Boston"), ("Boston", "r", "Gamma")))
     for text in ("who was Nathaniel P. Banks", "who was nathaniel p banks", "Nathaniel_P._Banks"):
-        assert linking.link(store, TINY, text)[0] == [
+        assert resolve.link(store, TINY, text)[0] == [
             {"id": "Nathaniel_P._Banks", "name": "Nathaniel_P._Banks"}
         ], text
     ingest(store, _tiny(("Ada Lovelace", "r", "Boston")))
-    assert linking.link(store, TINY, "who was ada_lovelace")[0][0]["id"] == "Ada Lovelace"
+    assert resolve.link(store, TINY, "who was ada_lovelace")[0][0]["id"] == "Ada Lovelace"

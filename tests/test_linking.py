@@ -1,4 +1,4 @@
-"""The linker's rules (graph/linking.py) on small in-memory indexes, and on the real
+"""The linker's rules (linking/resolve.py) on small in-memory indexes, and on the real
 MetaQA and WebQSP-names files (bench/linking.py builds the index the server builds)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph import linking
 from cpr_neo4j.graph.entity_index import EntityIndex
-from cpr_neo4j.stages.linked import from_linking, masked_text
+from cpr_neo4j.linking import resolve
+from cpr_neo4j.linking.readings import from_linking, masked_text
 
 
 def index(*names, degrees=None, relations=()):
@@ -16,7 +16,7 @@ def index(*names, degrees=None, relations=()):
 
 
 def take(idx, text):
-    found = linking.resolve(None, "d", text, index=idx)
+    found = resolve.resolve(None, "d", text, index=idx)
     return [[t["id"] for t in c.topics] for c in found.choices], found
 
 
@@ -25,7 +25,7 @@ def test_underscored_names_link_written_either_way():
     for text in ("who was Nathaniel P. Banks", "who was nathaniel p banks", "Nathaniel_P._Banks?"):
         assert take(idx, text)[0] == [["Nathaniel_P._Banks"]], text
     # and a named entity in any spelling of its words
-    found = linking.resolve(None, "d", "q", entity="nathaniel p banks", index=idx)
+    found = resolve.resolve(None, "d", "q", entity="nathaniel p banks", index=idx)
     assert found.topics[0]["id"] == "Nathaniel_P._Banks" and found.rule == "named"
 
 
@@ -146,7 +146,7 @@ def test_ties_are_ordered_by_degree_then_id_and_capped():
     assert ids == [["Indiana"], ["Walton"]]
     assert found.record()["candidates"] == [["Indiana"], ["Walton"]]
     many = index(*[f"Name{i}" for i in range(9)])
-    assert len(take(many, " ".join(f"name{i}" for i in range(9)))[0]) == linking.MAX_TIED
+    assert len(take(many, " ".join(f"name{i}" for i in range(9)))[0]) == resolve.MAX_TIED
 
 
 def test_names_made_of_relation_words_give_way_to_real_names():
@@ -169,11 +169,11 @@ def test_partial_names_by_their_rare_words():
 def test_nothing_found_says_what_to_do_in_the_callers_words():
     idx = index("Alpha")
     with pytest.raises(CprError, match=r"give --entity NAME"):
-        linking.resolve(None, "d", "zzqx", index=idx)
+        resolve.resolve(None, "d", "zzqx", index=idx)
     with pytest.raises(CprError, match=r"give entity NAME"):
-        linking.resolve(None, "d", "zzqx", index=idx, field_name="entity")
+        resolve.resolve(None, "d", "zzqx", index=idx, field_name="entity")
     with pytest.raises(CprError, match=r"unknown entity 'Beta'.*give entity an entity id"):
-        linking.resolve(None, "d", "[Beta]", index=idx, field_name="entity")
+        resolve.resolve(None, "d", "[Beta]", index=idx, field_name="entity")
 
 
 def test_freebase_ids_are_never_matched_as_words():
@@ -188,11 +188,11 @@ def test_masking_replaces_the_words_the_linker_used():
     idx = index("Professor Albus Dumbledore", "Nathaniel_P._Banks")
     linked = from_linking(
         "who played dumbledore actor",
-        linking.resolve(None, "d", "who played dumbledore actor", index=idx),
+        resolve.resolve(None, "d", "who played dumbledore actor", index=idx),
     )
     assert linked.masked == "who played ENT actor"
     text = "what did Nathaniel P. Banks do"
-    c = linking.resolve(None, "d", text, index=idx).choices[0]
+    c = resolve.resolve(None, "d", text, index=idx).choices[0]
     assert masked_text(text, c) == "what did ENT do"
 
 
@@ -215,10 +215,10 @@ class _Found:
 
 
 def test_ties_are_decided_by_the_best_scoring_path_and_the_answer_says_so():
-    from cpr_neo4j.stages.linked import choose
+    from cpr_neo4j.linking.readings import choose
 
     idx = index("Ridley Scott", "ridley scott")
-    linked = from_linking("which movies did ridley scott direct", linking.resolve(
+    linked = from_linking("which movies did ridley scott direct", resolve.resolve(
         None, "d", "which movies did ridley scott direct", index=idx))  # fmt: skip
     assert len(linked.choices) == 2
     first = [t[0] for t in linked.choices]

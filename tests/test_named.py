@@ -1,12 +1,12 @@
 """A named topic entity (--entity, the HTTP `entity` field, the named curves calibration
-stores): one resolution rule and one masking rule (stages/named.py)."""
+stores): one resolution rule and one masking rule (linking/named.py)."""
 
 from __future__ import annotations
 
-from cpr_neo4j.graph import linking
 from cpr_neo4j.graph.entity_index import EntityIndex
-from cpr_neo4j.stages.linked import choose, from_linking, masked_text
-from cpr_neo4j.stages.named import mask_named, spans
+from cpr_neo4j.linking import resolve
+from cpr_neo4j.linking.named import mask_named, spans
+from cpr_neo4j.linking.readings import choose, from_linking, masked_text
 
 
 def index(*names):
@@ -14,7 +14,7 @@ def index(*names):
 
 
 def named(idx, text, entity):
-    return from_linking(text, linking.resolve(None, "d", text, entity, index=idx))
+    return from_linking(text, resolve.resolve(None, "d", text, entity, index=idx))
 
 
 def test_a_short_name_masks_whole_words_only():
@@ -82,7 +82,7 @@ def test_a_name_two_entities_share_is_a_tie_the_search_decides_and_says_who_gave
     assert note.startswith("the name given to --entity fits 2 entities equally well")
     assert "the question's names" not in note
     # a tie that came from the question's own words still says so
-    plain = from_linking(text, linking.resolve(None, "d", text, index=idx))
+    plain = from_linking(text, resolve.resolve(None, "d", text, index=idx))
     assert (
         choose(plain, [_Found(0.5), _Found(-1.0)])[1]
         .notes[-1]

@@ -86,8 +86,9 @@ def _bulk_wrote_the_linker_index(home) -> None:
     """--bulk writes the linker's fields with the graph: ingest then writes none, and the
     question links through the index it stored."""
     from cpr_neo4j.config import Neo4jSettings
-    from cpr_neo4j.graph import entity_index, linking
+    from cpr_neo4j.graph import entity_index
     from cpr_neo4j.graph.store import GraphStore
+    from cpr_neo4j.linking import resolve
 
     creds = json.loads((home / "neo4j" / "credentials.json").read_text())
     settings = Neo4jSettings(creds["uri"], "neo4j", creds["password"], "neo4j", "bulk test")
@@ -96,7 +97,7 @@ def _bulk_wrote_the_linker_index(home) -> None:
         assert info["link_index"] == entity_index.version(info["fingerprint"])
         assert info["link_entities"] == 4 and info["link_longest"] == 2
         assert entity_index.build(store, "tiny", info["fingerprint"]) == 0  # nothing to write
-        topics, _ = linking.link(store, "tiny", "who directed alien")
+        topics, _ = resolve.link(store, "tiny", "who directed alien")
         assert topics == [{"id": "Alien", "name": "Alien"}]
         entity_index.clear()
 

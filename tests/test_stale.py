@@ -9,8 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cpr_neo4j.errors import Conflict, StaleCalibration
-from cpr_neo4j.graph import fingerprint, linking
+from cpr_neo4j.graph import fingerprint
 from cpr_neo4j.graph.ingest import ingest
+from cpr_neo4j.linking import resolve
 from cpr_neo4j.loaders.base import Dataset
 from cpr_neo4j.loaders.metaqa import load_metaqa
 from cpr_neo4j.serve.app import create_app
@@ -87,8 +88,8 @@ def test_text_linking_is_recorded_and_named_topics_have_their_own_curves(store, 
 def test_a_calibration_made_with_other_linking_rules_is_stale(store, calibrated, monkeypatch):
     model_id, cal = calibrated
     node = store.query("MATCH (c:Calibration {id: $id}) RETURN c", {"id": cal.id})[0][0]["c"]
-    assert node["linker"] == (made_with := linking.LINKER)
-    monkeypatch.setattr(linking, "LINKER", "names-v999")  # a later cpr's rules
+    assert node["linker"] == (made_with := resolve.LINKER)
+    monkeypatch.setattr(resolve, "LINKER", "names-v999")  # a later cpr's rules
     with pytest.raises(
         StaleCalibration,
         match=f"linker's name rules .* was '{made_with}' at calibration and is 'names-v999' "

@@ -10,7 +10,7 @@ grows with the graph: linking at 100x MetaQA's entities costs what it costs at 1
 
 `EntityIndex` is the same index in memory, built from (id, name, degree) rows: the
 reference the stored one is tested against, and what the offline benches and the rules'
-unit tests link with. Both answer the rules (graph/name_rules.py, graph/linking.py)
+unit tests link with. Both answer the rules (linking/name_rules.py, linking/resolve.py)
 through the same methods; the stored one through `view`, a question's share of it."""
 
 from __future__ import annotations
@@ -242,9 +242,9 @@ class EntityIndex:
     def key_ids(self, key: str) -> tuple[str, ...]:
         return self._by_key.get(key, ())
 
-    def view(self, toks, text: str) -> EntityIndex:  # noqa: ARG002
+    def view(self, toks, letters) -> EntityIndex:  # noqa: ARG002
         """What the rules need of the index for one question (`toks`: entity_index.tokens
-        of `text`): all of it, in memory."""
+        of its text): all of it, in memory."""
         return self
 
     def verbatim(self, text: str) -> list[dict]:
@@ -276,10 +276,11 @@ class StoredIndex:
     def __len__(self) -> int:
         return self.entities
 
-    def view(self, toks, text: str) -> QuestionNames:
+    def view(self, toks, letters) -> QuestionNames:
         """What the rules need of the index for one question (`toks`: entity_index.tokens
-        of `text`): one query."""
-        return QuestionNames(self, toks, text)
+        of its text; `letters`: its words the acronym rule may look up, as
+        linking/name_rules.py `acronym_words` picks them): one query."""
+        return QuestionNames(self, toks, letters)
 
     def by_key(self, name: str) -> list[dict]:
         """Entities whose name has the same folded words as `name`, by id."""
@@ -301,9 +302,7 @@ class QuestionNames:
     the question's word n-grams (whole, or without plural s), its words' LinkWords, and the
     entities its words could be the initials of. Answers the rules as EntityIndex does."""
 
-    def __init__(self, stored: StoredIndex, toks, text: str):
-        from cpr_neo4j.graph.name_rules import acronym_words
-
+    def __init__(self, stored: StoredIndex, toks, letters):
         folded = [t[0] for t in toks]
         self.stored = stored
         self.relation_prefixes = stored.relation_prefixes
@@ -318,7 +317,7 @@ class QuestionNames:
             keys=grams,
             stems=sorted({stem_key(g) for g in grams}),
             words=sorted(set(folded)),
-            letters=sorted(acronym_words(text, toks)),
+            letters=sorted(letters),
         )[0]
         self.name_of: dict[str, str | None] = {}
         self.degree: dict[str, int] = {}

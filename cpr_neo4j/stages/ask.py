@@ -16,12 +16,12 @@ from cpr_neo4j.conformal.threshold import min_questions, percent
 from cpr_neo4j.errors import EMPTY_QUESTION, CprError, Unattainable
 from cpr_neo4j.graph import entity_index, records
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.linking.readings import Linked, choose, link_text
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.search.treeg import Retrieval
 from cpr_neo4j.stages.ask_record import browser_link, describe
 from cpr_neo4j.stages.ask_record import record as ask_record
-from cpr_neo4j.stages.linked import Linked, choose, link_text
 from cpr_neo4j.stages.retrieval import Retriever
 from cpr_neo4j.stages.scoring import answer_scores, columns
 from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session, tolerance
@@ -289,7 +289,7 @@ def _finish(session: Session, drafts: list[Draft]) -> list[AskResult]:
 
 
 # What a promise for a named topic rests on: the curves searched from the calibration
-# questions' true topics, named as a user names them (stages/named.py).
+# questions' true topics, named as a user names them (linking/named.py).
 NAMED_ASSUMES = (
     "this assumes the named entity is the question's true topic: the calibration named "
     "each question's own topic, so a wrong name is not covered"

@@ -24,10 +24,12 @@ from cpr_neo4j.conformal.levels import DEFAULT_ALPHAS
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
-from cpr_neo4j.graph.linking import linker
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import SUBGRAPH, resolve_scope
+from cpr_neo4j.linking.readings import link_readings as link_text
+from cpr_neo4j.linking.readings import named_readings, search_readings
+from cpr_neo4j.linking.resolve import linker
 from cpr_neo4j.model.costs import save_table
 from cpr_neo4j.model.store import load_scorer, model_dir, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
@@ -35,8 +37,6 @@ from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary as canary_mod
 from cpr_neo4j.stages import pins
 from cpr_neo4j.stages import questions as qsel
-from cpr_neo4j.stages.linked import link_readings as link_text
-from cpr_neo4j.stages.linked import linking_accuracy, named_readings, search_readings
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
 from cpr_neo4j.stages.scoring import answer_scores, columns, default_spec, fit_temperature
 from cpr_neo4j.stages.session import NAMED
@@ -294,7 +294,7 @@ def calibrate(
 
 
 def _named_in(store, dataset: str, q, names: dict[str, str], graph: str) -> list:
-    """The readings `cpr ask --entity` searches for q's gold topics (stages/linked.py
+    """The readings `cpr ask --entity` searches for q's gold topics (linking/readings.py
     named_readings); the dataset's own masking when its topics are not in the graph."""
     try:
         return named_readings(store, dataset, q.text, q.topics, names, graph)
@@ -332,3 +332,20 @@ def choose_linking(asked: str, accuracy: float) -> str:
     if asked != AUTO:
         return asked
     return TEXT if accuracy >= MIN_TEXT_LINKING else GOLD
+
+
+def linking_accuracy(store: GraphStore, dataset: str, meta: dict, graph: str, most: int) -> float:
+    """Share of (up to `most`) training questions whose text links to their
+    gold topics, ties counted as a hit when the gold topics are among the readings (the
+    search decides those): what `--linking auto` decides on."""
+    pool = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"))
+    held = set(meta["calibration_ids"])
+    pool = [q for q in pool if q.id not in held]
+    if not pool:
+        return 0.0
+    sample = random.Random(2).sample(pool, min(most, len(pool)))
+    hit = [
+        any(set(t) == set(q.topics) for t, _ in link_text(store, dataset, q.text, graph))
+        for q in sample
+    ]
+    return sum(hit) / len(sample)

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cpr_neo4j.conformal import mondrian, scores, threshold
-from cpr_neo4j.graph import linking
+from cpr_neo4j.linking import named, resolve
 from cpr_neo4j.search import candidates, treeg
-from cpr_neo4j.stages import named
 
 CODE = "code"  # the calibration's property: JSON of every pin's value at calibration
 
@@ -35,16 +34,16 @@ class Pin:
 
 
 PINS: tuple[Pin, ...] = (
-    Pin("linker", "the linker's name rules (graph/linking.py LINKER)", lambda: linking.LINKER),
-    Pin("max_tied", "readings searched when names tie (MAX_TIED)", lambda: linking.MAX_TIED),
+    Pin("linker", "the linker's name rules (linking/resolve.py LINKER)", lambda: resolve.LINKER),
+    Pin("max_tied", "readings searched when names tie (MAX_TIED)", lambda: resolve.MAX_TIED),
     Pin(
         "runners_up",
         "readings searched beyond the tied ones (RUNNERS_UP)",
-        lambda: linking.RUNNERS_UP,
+        lambda: resolve.RUNNERS_UP,
     ),
     Pin(
         "named_rule",
-        "how a named entity is resolved and masked (stages/named.py RULE)",
+        "how a named entity is resolved and masked (linking/named.py RULE)",
         lambda: named.RULE,
     ),
     Pin("treeg", "TreeG's budget rule (search/treeg.py TREEG_RULES)", lambda: treeg.TREEG_RULES),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.records import QuestionRow
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.stages.named import mask_named
+from cpr_neo4j.linking.named import mask_named
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.linking.named import mask_named
 from cpr_neo4j.loaders.base import GENERATED_SPLIT
 from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.base import RelPath, Step
-from cpr_neo4j.stages.named import mask_named
 from cpr_neo4j.stages.questions import Question
 from cpr_neo4j.text import is_mid
 

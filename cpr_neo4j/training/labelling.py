@@ -24,10 +24,10 @@ from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.linking.readings import link_readings, taken_index
 from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.treeg import retrieve
-from cpr_neo4j.stages.linked import link_readings, taken_index
 from cpr_neo4j.training.generate import labelled_splits
 
 UNLINKED = "cpr:unlinked"  # topic of a question with no entity found (a miss, never a node)

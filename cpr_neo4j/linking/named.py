@@ -2,10 +2,10 @@
 curves `cpr calibrate` stores for them): one resolution rule and one masking rule, so
 the curves are calibrated exactly as a named question is answered.
 
-Resolution (graph/linking.py `_find`): an entity id, else every entity whose name has the
+Resolution (linking/resolve.py `_find`): an entity id, else every entity whose name has the
 same folded words (case, accents, underscores, hyphens and spacing aside, as question text
 linking reads names): "amelie poulain", "ridley_scott", "Ridley-Scott", "RIDLEY SCOTT".
-Entities that share the name are tied readings that the search decides (stages/linked.py
+Entities that share the name are tied readings that the search decides (linking/readings.py
 `taken_index`), at calibration as at ask time; more than MAX_TIED refuse, asking for ids.
 
 Masking (`mask_named`): the name's words wherever the question writes them as whole

@@ -1,4 +1,4 @@
-"""The linker's tests on names (graph/linking.py's rules 2 and 3): which names are weak
+"""The linker's tests on names (linking/resolve.py's rules 2 and 3): which names are weak
 (everyday or relation words), which are written as the question writes them, and which
 names a question writes only in part."""
 

@@ -21,7 +21,7 @@ Rules, in order (graph/entity_index.py folds case, accents, punctuation and unde
    the name's words the question holds (weighted by rarity).
 4. What is still tied (at most MAX_TIED, by degree, then id) goes to the search: the
    caller runs TreeG from each and takes the one whose best path scores best
-   (stages/linked.py); a choice made that way is recorded as such.
+   (linking/readings.py); a choice made that way is recorded as such.
 
 The candidates come from the index Neo4j keeps of the dataset's names (entity_index.py:
 one query per question, two for a partial name), the same at every graph size."""
@@ -34,8 +34,15 @@ from dataclasses import dataclass, field
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index
 from cpr_neo4j.graph.entity_index import EntityIndex
-from cpr_neo4j.graph.name_rules import acronyms, mixed_case, partial, weak, written_as
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.linking.name_rules import (
+    acronym_words,
+    acronyms,
+    mixed_case,
+    partial,
+    weak,
+    written_as,
+)
 from cpr_neo4j.text import bracket_mentions
 
 RUNNERS_UP = 0  # readings beyond the tied ones handed to the search too (bench/linking_search.py)
@@ -87,7 +94,7 @@ def _by_id_or_name(store: GraphStore, dataset: str, mention: str) -> list[dict]:
 
 def _find(store: GraphStore, dataset: str, index, mention: str) -> list:
     """A named entity: its id, else every entity whose name has the same folded words
-    (stages/named.py: the one rule `--entity` and the named curves share)."""
+    (linking/named.py: the one rule `--entity` and the named curves share)."""
     if isinstance(index, EntityIndex):
         return index.by_id([mention]) or index.by_key(mention)
     by_id = store.read("entities_by_id", dataset=dataset, ids=[mention])
@@ -165,7 +172,8 @@ def _also(others: list[dict], field_name: str) -> list[str]:
 def _from_index(index, text: str, field_name: str) -> Linking:
     toks = entity_index.tokens(text)
     folded = [t[0] for t in toks]
-    index = index.view(toks, text)  # the stored index: this question's names, one query
+    # the stored index: this question's names, one query
+    index = index.view(toks, acronym_words(text, toks))
     found = index.ngrams(folded)
     # rule 2: whole names, not inside a longer name found in the question
     kept = [

@@ -1,6 +1,6 @@
 """Linking a question for search, the same way at calibration and at ask time.
 
-graph/linking.py proposes one or more ways to read the question (ties its names cannot
+linking/resolve.py proposes one or more ways to read the question (ties its names cannot
 break); here each is searched and the one whose best path scores best is taken. Because
 `cpr calibrate --linking text` calls the same `link_text` + `choose` as `cpr ask`, the
 guarantee covers these choices, ties included."""
@@ -8,15 +8,13 @@ guarantee covers these choices, ties included."""
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.graph.linking import Choice, Linking, resolve
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.stages import questions as qsel
-from cpr_neo4j.stages.named import mask_named
+from cpr_neo4j.linking.named import mask_named
+from cpr_neo4j.linking.resolve import Choice, Linking, resolve
 from cpr_neo4j.text import MASK, mask_question
 
 
@@ -37,7 +35,7 @@ class Linked:
 def masked_text(text: str, choice: Choice) -> str:
     """The question with the words the linker used for its topics replaced by MASK; a
     choice without spans (named entities) masks the names wherever the text writes them as
-    whole words (stages/named.py, the rule the named curves are calibrated with)."""
+    whole words (linking/named.py, the rule the named curves are calibrated with)."""
     if not choice.mentions:
         return mask_named(text, [t["name"] for t in choice.topics if t.get("name")])
     out, last = [], 0
@@ -126,7 +124,7 @@ def named_readings(
 ) -> list[tuple[list[str], str]]:
     """The readings `cpr ask --entity NAME` searches for a question whose topics are
     `topics`, NAME being each topic's name as the graph has it (its id when it has none):
-    resolved and masked by stages/named.py's rules, ties included, so the named curves are
+    resolved and masked by linking/named.py's rules, ties included, so the named curves are
     calibrated as named questions are answered. A name shared by more than MAX_TIED
     entities is refused at ask time with "give ids": then the ids, as the user would."""
     given = [names.get(t) or t for t in topics]
@@ -145,20 +143,3 @@ def link_readings(
         return link_text(store, dataset, text, graph=graph).choices
     except CprError:
         return []
-
-
-def linking_accuracy(store: GraphStore, dataset: str, meta: dict, graph: str, most: int) -> float:
-    """Share of (up to `most`) training questions whose text links to their
-    gold topics, ties counted as a hit when the gold topics are among the readings (the
-    search decides those): what `--linking auto` decides on."""
-    pool = qsel.load(store, dataset, meta["split"], meta.get("hops_filter"))
-    held = set(meta["calibration_ids"])
-    pool = [q for q in pool if q.id not in held]
-    if not pool:
-        return 0.0
-    sample = random.Random(2).sample(pool, min(most, len(pool)))
-    hit = [
-        any(set(t) == set(q.topics) for t, _ in link_readings(store, dataset, q.text, graph))
-        for q in sample
-    ]
-    return sum(hit) / len(sample)
