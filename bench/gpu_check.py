@@ -140,9 +140,9 @@ def timed_hints(label: str, provider, items) -> None:
 
 
 def check_hints(model: str | None) -> None:
-    from cpr_neo4j import llm_server
     from cpr_neo4j.errors import CprError
-    from cpr_neo4j.search.llm_hints import OpenAIHints, VllmHints
+    from cpr_neo4j.hints import server as llm_server
+    from cpr_neo4j.hints.llm import OpenAIHints, VllmHints
 
     items = hint_items()
     if model is None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from neo4j import Driver
 
     from cpr_neo4j.graph.ingest import IngestReport
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.stages.ask import AskResult
     from cpr_neo4j.stages.calibrate import CalibrationResult
     from cpr_neo4j.stages.session import Session

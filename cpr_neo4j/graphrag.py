@@ -30,7 +30,7 @@ from cpr_neo4j.errors import Conflict, ConnectionFailed, CprError, HintFailed
 from cpr_neo4j.options import AskOptions
 
 if TYPE_CHECKING:
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.stages.ask import AskResult
 
 # Faults of the setup, not of the question: raised, never turned into an abstention

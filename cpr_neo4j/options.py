@@ -12,7 +12,7 @@ from cpr_neo4j.errors import BadInput
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.stages.session import Session
 
 RISKS = ("coverage", "fnr")

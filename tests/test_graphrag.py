@@ -23,8 +23,9 @@ from neo4j import GraphDatabase  # noqa: E402
 from neo4j_graphrag.generation import GraphRAG  # noqa: E402
 from neo4j_graphrag.retrievers.base import Retriever  # noqa: E402
 
-from cpr_neo4j import AskOptions, llm_server  # noqa: E402
+from cpr_neo4j import AskOptions  # noqa: E402
 from cpr_neo4j.graphrag import CPRRetriever  # noqa: E402
+from cpr_neo4j.hints import server as llm_server  # noqa: E402
 
 FALLBACK = "not known with this guarantee"
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from cpr_neo4j.errors import BadInput, CprError, HintFailed
-from cpr_neo4j.search import hints as hints_mod
-from cpr_neo4j.search import llm_hints
+from cpr_neo4j.hints import base as hints_mod
+from cpr_neo4j.hints import llm as llm_hints
+from cpr_neo4j.hints.base import NoHints, hint_bonus
+from cpr_neo4j.hints.llm import OpenAIHints
+from cpr_neo4j.hints.replies import parse_chains, relation_lookup
 from cpr_neo4j.search.base import InMemoryGraph, Step
-from cpr_neo4j.search.hint_replies import parse_chains, relation_lookup
-from cpr_neo4j.search.hints import NoHints, hint_bonus
-from cpr_neo4j.search.llm_hints import OpenAIHints
 
 RELS = ["directed_by", "starred_actors", "has_genre", "release_year"]
 

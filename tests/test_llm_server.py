@@ -17,11 +17,11 @@ import time
 
 import pytest
 
-from cpr_neo4j import llm_server
 from cpr_neo4j.errors import Conflict, HintFailed
 from cpr_neo4j.graph import records
-from cpr_neo4j.search.hints import PROMPT_VERSION
-from cpr_neo4j.search.llm_hints import OpenAIHints
+from cpr_neo4j.hints import server as llm_server
+from cpr_neo4j.hints.base import PROMPT_VERSION
+from cpr_neo4j.hints.llm import OpenAIHints
 from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.retrieval import hint_cache_path, hint_provider

@@ -182,7 +182,7 @@ def test_mismatched_settings_are_refused(store, trained, kwargs, message):
 
 
 def test_llm_hint_mode_differing_from_calibration_is_refused(store, trained):
-    from cpr_neo4j.search.llm_hints import OpenAIHints
+    from cpr_neo4j.hints.llm import OpenAIHints
 
     result, _ = trained
     hints = OpenAIHints("http://127.0.0.1:9", "some-model", timeout=1)

@@ -13,7 +13,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,7 +55,7 @@ def hint_options(beta: bool = True) -> Callable[[F], F]:
     """The hint provider options shared by calibrate, ask, eval and serve: --llm-url
     [--llm-model] (any OpenAI-compatible server), --llm vllm:MODEL (in-process, GPU), or
     neither (no hints); --hint-beta where the command sets the weight."""
-    from cpr_neo4j.search.hints import DEFAULT_HINT_BETA, DEFAULT_LLM_MODEL
+    from cpr_neo4j.hints.base import DEFAULT_HINT_BETA, DEFAULT_LLM_MODEL
 
     options = [
         click.option(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cpr_neo4j import llm_server
+from cpr_neo4j.hints import server as llm_server
 
 
 @click.group()

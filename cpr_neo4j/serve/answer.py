@@ -16,7 +16,7 @@ from cpr_neo4j.stages.session import HTTP, find_calibration, pick_dataset
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.serve.batch import SearchBatcher
     from cpr_neo4j.serve.cache import ScorerPool
 

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index, fingerprint, records
-from cpr_neo4j.search.hints import HintProvider
+from cpr_neo4j.hints.base import HintProvider
 from cpr_neo4j.serve.answer import AskWriter, CalibrationCache, answer, classify
 from cpr_neo4j.serve.auth import bearer_check
 from cpr_neo4j.serve.batch import SearchBatcher

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING
 
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours, graph_nodes
+from cpr_neo4j.hints.base import NoHints
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
-from cpr_neo4j.search.hints import NoHints
 from cpr_neo4j.serve.coalesce import Coalescer
 from cpr_neo4j.stages.retrieval import Retriever
 
 if TYPE_CHECKING:
     from cpr_neo4j.graph.store import GraphStore
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.search.treeg import Retrieval
     from cpr_neo4j.serve.cache import ScorerPool
     from cpr_neo4j.stages.retrieval import RetrievalSettings

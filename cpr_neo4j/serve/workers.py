@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 if TYPE_CHECKING:
-    from cpr_neo4j.search.hints import HintProvider
+    from cpr_neo4j.hints.base import HintProvider
 
 OPTIONS_ENV = "CPR_SERVE_OPTIONS"  # JSON: create_app's options, set by `cpr serve`
 

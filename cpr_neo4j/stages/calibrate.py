@@ -27,13 +27,13 @@ from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import SUBGRAPH, resolve_scope
+from cpr_neo4j.hints.base import HintProvider
 from cpr_neo4j.linking.readings import link_readings as link_text
 from cpr_neo4j.linking.readings import named_readings, search_readings
 from cpr_neo4j.linking.resolve import linker
 from cpr_neo4j.model.costs import save_table
 from cpr_neo4j.model.store import load_scorer, model_dir, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
-from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary as canary_mod
 from cpr_neo4j.stages import pins
 from cpr_neo4j.stages import questions as qsel

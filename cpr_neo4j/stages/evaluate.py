@@ -23,10 +23,10 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import GRAPH, resolve_scope
+from cpr_neo4j.hints.base import HintProvider
 from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer, read_config
-from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import eval_tables as et
 from cpr_neo4j.stages.calibrate import resolve_model, score_spec
 from cpr_neo4j.stages.hoplevel_rows import hop_level_rows

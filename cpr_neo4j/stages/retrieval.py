@@ -15,10 +15,10 @@ from cpr_neo4j.errors import BadInput, Conflict, CprError
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH
+from cpr_neo4j.hints.base import DEFAULT_LLM_MODEL, HintProvider, NoHints, hint_bonus
+from cpr_neo4j.hints.llm import OpenAIHints, VllmHints
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import NeighbourSource
-from cpr_neo4j.search.hints import DEFAULT_LLM_MODEL, HintProvider, NoHints, hint_bonus
-from cpr_neo4j.search.llm_hints import OpenAIHints, VllmHints
 from cpr_neo4j.search.treeg import Job, Retrieval, retrieve, retrieve_many
 
 # Relations around the topic entity for the hint prompt: entities looked at per hop beyond

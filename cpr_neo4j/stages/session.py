@@ -25,10 +25,10 @@ from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.fingerprint import stale_reason
 from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP
 from cpr_neo4j.graph.store import GraphStore
+from cpr_neo4j.hints.base import HintProvider
 from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import model_dir, read_config, save_scorer, scorer_for
-from cpr_neo4j.search.hints import HintProvider
 from cpr_neo4j.stages import canary, pins
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, check_scope
 from cpr_neo4j.stages.scoring import default_spec

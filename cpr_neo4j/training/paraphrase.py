@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from cpr_neo4j.search.hints import DEFAULT_LLM_MODEL
+from cpr_neo4j.hints.base import DEFAULT_LLM_MODEL
 from cpr_neo4j.training.generate import Generated
 
 SYSTEM = (

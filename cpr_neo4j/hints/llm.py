@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from cpr_neo4j.errors import CprError, HintFailed
-from cpr_neo4j.search.hint_replies import checked_chains, parse_reply
-from cpr_neo4j.search.hints import MAX_CHAINS, PROMPT_VERSION, HintStats
+from cpr_neo4j.hints.base import MAX_CHAINS, PROMPT_VERSION, HintStats
+from cpr_neo4j.hints.replies import checked_chains, parse_reply
 
 ATTEMPTS = 2  # one retry for a flaky server; a dead one fails in 2 x timeout + RETRY_WAIT
 RETRY_WAIT = 0.5

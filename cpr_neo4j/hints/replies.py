@@ -1,7 +1,7 @@
 """Parsing an LLM's relation-chain reply into valid chains.
 
 Chains naming relations that do not exist (or too many) are dropped (parse_chains warns;
-the providers in llm_hints count them in their stats); a reply with no chains list is a
+the providers in hints/llm.py count them in their stats); a reply with no chains list is a
 HintFailed error (the providers give it one corrective follow-up first).
 """
 
@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from cpr_neo4j.errors import HintFailed
-from cpr_neo4j.search.hints import MAX_CHAINS
+from cpr_neo4j.hints.base import MAX_CHAINS
 
 log = logging.getLogger(__name__)
 

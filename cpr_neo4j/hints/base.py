@@ -2,7 +2,7 @@
 
 A HintProvider proposes up to 4 relation chains (1..H relation names, chosen from the
 relations that exist around the question's topic entity) for a question. The LLM
-providers live in llm_hints, the reply parsing in hint_replies.
+providers live in hints/llm.py, the reply parsing in hints/replies.py.
 
 Hint-adjusted cost: V'(p) = V(p) - beta * sum over steps r in p of max_h s(r, h), h over
 the hinted relations. Hints name relations without a direction, so the similarity
@@ -20,7 +20,7 @@ import numpy as np
 from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.text import readable_relation
 
-# Bump whenever llm_hints.build_messages changes: calibrations pin it and `cpr ask` checks it.
+# Bump whenever hints/llm.py build_messages changes: calibrations pin it and `cpr ask` checks it.
 PROMPT_VERSION = "rel-around-topic-v1"
 MAX_CHAINS = 4
 DEFAULT_HINT_BETA = 0.5
