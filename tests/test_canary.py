@@ -184,3 +184,65 @@ def test_the_cost_tables_load_check_sees_the_encoder(calibrated, edited, tmp_pat
     same, moved = _serving(encoder.manifest["path"], saved), _serving(edited, saved)
     assert len(checked_table(same, tmp_path, "m1")) == len(kept) > 0
     assert checked_table(moved, tmp_path, "m1") == {}
+
+
+# ---- a verdict remembered per calibration and machine -----------------------------------
+# A cold `cpr ask` would otherwise open an ONNX Runtime session for the canary's texts
+# alone. The verdict is reused only where everything that decides the bits is the same.
+
+
+def test_a_remembered_verdict_spares_the_next_process_the_embedding(
+    calibrated, tmp_path, monkeypatch
+):
+    encoder, items, saved = calibrated
+    monkeypatch.setenv("CPR_HOME", str(tmp_path))
+    spec = {"family": "surprisal", "T": T}
+    first = canary.check(
+        _serving(encoder.manifest["path"], saved), items, "c1", spec=spec, remember="c1@t"
+    )
+    assert len(list((tmp_path / canary.VERDICTS).glob("*.json"))) == 1
+
+    def embeds(*_a, **_k):
+        raise AssertionError("the canary embedded its texts again")
+
+    monkeypatch.setattr(canary, "drift", embeds)
+    again = _serving(encoder.manifest["path"], saved)  # another process, the same machine
+    assert canary.check(again, items, "c1", spec=spec, remember="c1@t") == first
+    with pytest.raises(AssertionError, match="embedded its texts again"):
+        canary.check(again, items, "c1", spec=spec, remember="c2@t")  # another calibration
+    tampered = [dict(items[0], costs=[c + 1.0 for c in items[0]["costs"]]), *items[1:]]
+    with pytest.raises(AssertionError, match="embedded its texts again"):
+        canary.check(again, tampered, "c1", spec=spec, remember="c1@t")  # its canary changed
+
+
+def test_a_verdict_is_not_reused_when_the_model_file_is_edited_in_place(
+    calibrated, edited, tmp_path, monkeypatch
+):
+    """Same path, same size: the edit is seen (the file's change time and inode are part
+    of the machine), so the canary embeds again and fires."""
+    import shutil
+
+    encoder, items, saved = calibrated
+    monkeypatch.setenv("CPR_HOME", str(tmp_path / "home"))
+    spec = {"family": "surprisal", "T": T}
+    model = tmp_path / "model.onnx"
+    shutil.copyfile(encoder.manifest["path"], model)
+    assert canary.check(_serving(model, saved), items, "c1", spec=spec, remember="c1@t") == 0.0
+    model.write_bytes(edited.read_bytes())
+    assert model.stat().st_size == edited.stat().st_size
+    with pytest.raises(Conflict, match="scores paths differently from calibration c1"):
+        canary.check(_serving(model, saved), items, "c1", spec=spec, remember="c1@t")
+
+
+def test_the_machine_names_what_decides_the_bits(calibrated, monkeypatch):
+    from cpr_neo4j.model import threads
+
+    encoder, _, saved = calibrated
+    scorer = _serving(encoder.manifest["path"], saved)
+    base = canary.machine(scorer)
+    assert base is not None and base["scorer"][0] == scorer.model_id
+    with threads.limited(base["threads"][1] + 1):
+        assert canary.machine(scorer)["threads"] != base["threads"]
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
+    assert canary.machine(scorer)["env"]["OPENBLAS_CORETYPE"] == "Prescott"
+    assert canary.machine(object()) is None  # a stub scorer: nothing is remembered

@@ -100,6 +100,11 @@ class TextEncoder:
         self._disk = ({t: i for i, t in enumerate(all_texts)}, all_vectors)
 
     @property
+    def model_file(self) -> Path:
+        """The ONNX file this encoder's session runs."""
+        return self._embedder.model_path
+
+    @property
     def threads(self) -> int | None:
         return self._embedder.threads
 

@@ -15,15 +15,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpr_neo4j.config import cpr_home
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.model.encoder import TEXT_FORMAT, TextEncoder
 from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights
 from cpr_neo4j.model.scorer import PathScorer
-from cpr_neo4j.model.train import TrainReport
-from cpr_neo4j.search.puct_stats import RelationPriors
+
+if TYPE_CHECKING:  # training's modules stay out of a cold `cpr ask`
+    from cpr_neo4j.model.train import TrainReport
+    from cpr_neo4j.search.puct_stats import RelationPriors
 
 WEIGHTS = "weights.npz"
 OLD_WEIGHTS = "weights.pt"  # torch.save of the state_dict, before weights.npz

@@ -15,19 +15,39 @@ can return (stages.scoring.TEMPERATURE_GRID) stands in: the strictest check.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cpr_neo4j import config
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import Conflict
+from cpr_neo4j.model import threads
 from cpr_neo4j.model.costs import computed
 from cpr_neo4j.search.base import RelPath, Step
 from cpr_neo4j.stages.scoring import TEMPERATURE_GRID
 
 QUESTIONS = 5  # calibration questions a canary holds
 PATHS = 4  # best candidate paths per question
+VERDICTS = "canary"  # folder under CPR_HOME
+MODULES = ("onnxruntime", "tokenizers", "numpy", "torch")
+BLAS_ENV = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "CPR_THREADS",
+)
 
 
 def entry(scorer: Any, masked: str, retrieval: Any) -> dict:
@@ -76,17 +96,104 @@ def score_per_cost(spec: Mapping[str, Any] | None) -> float:
     return 1.0
 
 
+def _installed(module: str) -> list | None:
+    """Where `module` is installed and that file's identity (a reinstall, of any version,
+    writes new files): cheaper than reading package metadata in every cold process."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    try:
+        st = os.stat(spec.origin)
+    except OSError:
+        return [spec.origin]
+    return [spec.origin, st.st_size, st.st_ino, st.st_mtime_ns]
+
+
+def _cpu() -> list[str]:
+    """The first processor's model name and instruction-set flags (Linux), else what
+    `platform` says: another CPU may take other kernels in ONNX Runtime and BLAS."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            first = f.read().split("\n\n", 1)[0]
+    except OSError:
+        return [platform.processor()]
+    keep = ("vendor_id", "model name", "flags", "features", "cpu model", "isa")
+    return [ln.strip() for ln in first.splitlines() if ln.split(":")[0].strip().lower() in keep]
+
+
+def machine(scorer: Any) -> dict | None:
+    """Everything besides the calibration that decides the bits of this process's costs;
+    None for an object that is not a loaded PathScorer (then nothing is remembered)."""
+    encoder = getattr(scorer, "encoder", None)
+    onnx = getattr(encoder, "model_file", None)
+    if onnx is None or not getattr(scorer, "model_id", None):
+        return None
+    try:
+        st = Path(onnx).stat()
+    except OSError:
+        return None
+    # a write changes ctime (which no one can set back) and a replaced file has a new inode
+    file = [str(onnx), st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+    return {
+        "encoder": [encoder.model_name, *file],
+        "encoder_device": encoder.device,
+        "threads": [encoder.threads, threads.threads()],
+        "scorer": [scorer.model_id, scorer.backend, scorer.device],
+        "modules": {m: _installed(m) for m in MODULES},
+        "env": {k: os.environ.get(k) for k in BLAS_ENV},
+        "cpu": [platform.machine(), *_cpu()],
+        "python": sys.version,
+    }
+
+
+def _verdict_file(calibration: str, canary: Sequence[dict], seen: dict) -> Path:
+    """The canary's own costs are part of the key: a calibration whose stored canary was
+    changed is checked again."""
+    key = json.dumps([calibration, list(canary), seen], sort_keys=True)
+    return config.cpr_home() / VERDICTS / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _remembered(path: Path) -> float | None:
+    try:
+        return float(json.loads(path.read_text())["drift"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none yet, or unreadable: check again
+
+
+def _remember(path: Path, key: str, worst: float) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"calibration": key, "drift": worst}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only CPR_HOME: the next process checks again
+
+
 def check(
     scorer: Any,
     canary: Sequence[dict],
     calibration: str,
     eps: float = TOLERANCE,
     spec: Mapping[str, Any] | None = None,
+    remember: str | None = None,
 ) -> float:
     """Refuse (Conflict: `cpr serve` answers 409) when this process's costs differ from the
     calibration's by more than moves a score by the cut's smallest slack `eps`; else the
-    largest score move the drift allows (score units)."""
-    moved = drift(scorer, canary) * score_per_cost(spec)
+    largest score move the drift allows (score units). remember: the calibration's key
+    (id and creation time): reuse the drift an earlier process measured for it on the same
+    machine (`machine`), and keep this one's when it passes."""
+    seen = machine(scorer) if remember else None
+    path = _verdict_file(remember, canary, seen) if remember and seen is not None else None
+    worst = _remembered(path) if path is not None else None
+    if worst is None:
+        worst = drift(scorer, canary)
+        if path is not None and worst * score_per_cost(spec) <= eps:
+            _remember(path, remember, worst)
+    moved = worst * score_per_cost(spec)
     if moved > eps:
         raise Conflict(
             f"this process scores paths differently from calibration {calibration} (scores "

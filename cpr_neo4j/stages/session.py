@@ -344,7 +344,8 @@ def open_session(
     key = (f"{cal['id']}@{cal.get('created')}", id(scorer))
     if key not in _CANARY_OK:
         spec = json.loads(cal.get("score_family") or "{}")  # the slack follows its T
-        canary.check(scorer, json.loads(cal.get("canary") or "[]"), cal["id"], tolerance(cal), spec)
+        items = json.loads(cal.get("canary") or "[]")
+        canary.check(scorer, items, cal["id"], tolerance(cal), spec, remember=key[0])
         _CANARY_OK.add(key)
     note = (
         f"STALE CALIBRATION, NO GUARANTEE: {stale}; run `cpr calibrate {dataset}`"
