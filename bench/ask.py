@@ -40,7 +40,7 @@ from cpr_neo4j.model.store import load_scorer
 from cpr_neo4j.search.adjacency_cache import ANSWER_CACHE_ENTITIES, CachedAdjacency
 from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.treeg import Retrieval, retrieve, retrieve_naive
-from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.training import questions as qsel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.treeg_v1 import NeighboursV1, retrieve_v1  # noqa: E402

@@ -20,8 +20,8 @@ from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.encoder import TextEncoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
-from cpr_neo4j.search.puct import PuctCollector
-from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.training import questions as qsel
+from cpr_neo4j.training.puct import PuctCollector
 
 DATASET = "metaqa"
 

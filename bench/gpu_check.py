@@ -30,7 +30,7 @@ from cpr_neo4j.model.rcvnet import RCVNet  # noqa: E402
 from cpr_neo4j.model.scorer import PathScorer  # noqa: E402
 from cpr_neo4j.model.train import train_rcvnet  # noqa: E402
 from cpr_neo4j.search.base import Step  # noqa: E402
-from cpr_neo4j.search.puct import EntityPath, PathPair  # noqa: E402
+from cpr_neo4j.training.puct import EntityPath, PathPair  # noqa: E402
 
 F, R = True, False
 TEMPLATES = {

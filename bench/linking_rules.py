@@ -27,7 +27,7 @@ from cpr_neo4j.config import Neo4jSettings  # noqa: E402
 from cpr_neo4j.graph import entity_index, records  # noqa: E402
 from cpr_neo4j.graph.store import GraphStore  # noqa: E402
 from cpr_neo4j.linking import name_rules, resolve  # noqa: E402
-from cpr_neo4j.stages import questions as qsel  # noqa: E402
+from cpr_neo4j.training import questions as qsel  # noqa: E402
 
 CAL_SHARE = {"webqsp-names": 0.3}
 

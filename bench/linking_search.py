@@ -21,9 +21,9 @@ from cpr_neo4j.linking import resolve
 from cpr_neo4j.linking.readings import link_readings, search_readings
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.scoring import columns
+from cpr_neo4j.training import questions as qsel
 
 
 def issue_sample() -> list:

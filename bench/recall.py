@@ -37,7 +37,7 @@ from cpr_neo4j.model.encoder import TextEncoder
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.base import NeighbourSource
 from cpr_neo4j.search.treeg import retrieve
-from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.training import questions as qsel
 
 DEFAULT = (32, 32)
 HOP_SETTINGS = (1, 2, 3, 0)

@@ -175,7 +175,7 @@ def measure_ask(server: Server, name: str, scorers: dict, row: Row, per_hop: int
     from bench.ask import latencies
     from cpr_neo4j.graph.store import GraphStore
     from cpr_neo4j.model.costs import CostCache
-    from cpr_neo4j.stages import questions as qsel
+    from cpr_neo4j.training import questions as qsel
 
     pid = server.pid()
     kept: dict[int, dict[str, dict[str, float]]] = {}  # the warm pass's candidates

@@ -87,8 +87,8 @@ def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
 def run_grid(a) -> None:
     from cpr_neo4j.config import Neo4jSettings
     from cpr_neo4j.graph.store import GraphStore
-    from cpr_neo4j.stages import questions as qsel
     from cpr_neo4j.stages.train import TrainSettings, train
+    from cpr_neo4j.training import questions as qsel
 
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)

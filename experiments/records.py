@@ -29,10 +29,10 @@ from cpr_neo4j.graph.store import GraphStore  # noqa: E402
 from cpr_neo4j.model.store import load_scorer, read_config  # noqa: E402
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency  # noqa: E402
 from cpr_neo4j.search.answers import answer_columns  # noqa: E402
-from cpr_neo4j.stages import questions as qsel  # noqa: E402
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever  # noqa: E402
 from cpr_neo4j.stages.scoring import fit_temperature  # noqa: E402
 from cpr_neo4j.stages.workers import interleave, run_shares, share_store  # noqa: E402
+from cpr_neo4j.training import questions as qsel  # noqa: E402
 
 
 def main() -> None:

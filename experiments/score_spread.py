@@ -29,9 +29,9 @@ from cpr_neo4j.graph.store import GraphStore  # noqa: E402
 from cpr_neo4j.model import threads  # noqa: E402
 from cpr_neo4j.model.encoder import TextEncoder  # noqa: E402
 from cpr_neo4j.model.store import load_scorer, read_config  # noqa: E402
-from cpr_neo4j.stages import questions as qsel  # noqa: E402
 from cpr_neo4j.stages.canary import score_per_cost  # noqa: E402
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever  # noqa: E402
+from cpr_neo4j.training import questions as qsel  # noqa: E402
 
 
 class OneByOne(TextEncoder):

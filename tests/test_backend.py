@@ -22,7 +22,7 @@ from cpr_neo4j.model import export, threads
 from cpr_neo4j.model.rcvnet import RCVConfig, RCVWeights
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import Step
-from cpr_neo4j.search.puct import EntityPath, PathPair
+from cpr_neo4j.training.puct import EntityPath, PathPair
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "scipy.stats", "polars", "matplotlib")
 MODEL_MODULES = (

@@ -31,8 +31,8 @@ from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.treeg import retrieve
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.scoring import answer_scores
+from cpr_neo4j.training import questions as qsel
 from tests.binomial import pac_allowance
 
 pytestmark = pytest.mark.neo4j

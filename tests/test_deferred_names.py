@@ -129,9 +129,9 @@ def test_asks_show_what_named_searches_show(store, every_hop, monkeypatch):
     deferred (a 3-hop frontier holds ~2,000 entities) or named, at two alphas, with and
     without empty sets: the same answers, ranks, scores, paths, groups and top answers."""
     from cpr_neo4j.errors import CprError
-    from cpr_neo4j.stages import questions as qsel
     from cpr_neo4j.stages.ask import answer
     from cpr_neo4j.stages.session import open_session
+    from cpr_neo4j.training import questions as qsel
 
     env = every_hop.env()
     try:

@@ -25,11 +25,11 @@ from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.model.store import load_scorer
 from cpr_neo4j.neo4j_server import server
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import calibrate
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.scoring import answer_scores, columns
 from cpr_neo4j.stages.train import TrainSettings, train
+from cpr_neo4j.training import questions as qsel
 from tests.conftest import drop_models, private_home, run_cpr
 
 pytestmark = [

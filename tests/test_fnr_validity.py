@@ -25,8 +25,8 @@ from cpr_neo4j.errors import Unattainable
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.stages import eval_tables as et
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings
+from cpr_neo4j.training import questions as qsel
 
 pytestmark = pytest.mark.neo4j
 ALPHAS = (0.1, 0.2, 0.3, 0.5)

@@ -14,9 +14,9 @@ import pytest
 from cpr_neo4j.errors import BadInput, CprError
 from cpr_neo4j.graph.cypher import rel_type
 from cpr_neo4j.search.base import Step
-from cpr_neo4j.stages.questions import Question
 from cpr_neo4j.training import labels
 from cpr_neo4j.training.generate import PREFIX, Generated, generate, path_ends, word
+from cpr_neo4j.training.questions import Question
 from tests import toy_movies
 from tests.conftest import drop_dataset
 

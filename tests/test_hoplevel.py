@@ -27,13 +27,13 @@ from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import CachedNeighbours, Edge, InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.open_expansion import Caps, expand_open
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.hoplevel import (
     VARIANTS,
     calibration_scores,
     graph_caps,
     run_hop_level,
 )
+from cpr_neo4j.training import questions as qsel
 
 
 def table_cost(table: dict[tuple[str, ...], float], default: float = 10.0):

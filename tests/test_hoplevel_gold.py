@@ -16,7 +16,7 @@ from cpr_neo4j.graph.gold import fanout_cap_of, gold_sequences
 from cpr_neo4j.search.base import CachedNeighbours, Edge, InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.open_expansion import UNCAPPED, Caps, expand_open
 from cpr_neo4j.stages.hoplevel import VARIANTS, calibration_scores, run_hop_level
-from cpr_neo4j.stages.questions import Question
+from cpr_neo4j.training.questions import Question
 
 
 def hash_cost(paths: list[RelPath]) -> np.ndarray:

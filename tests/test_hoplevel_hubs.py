@@ -20,7 +20,6 @@ from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.open_expansion import Caps, expand_open
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.hoplevel import (
     FRONTIER_BUDGET,
     VARIANTS,
@@ -28,6 +27,7 @@ from cpr_neo4j.stages.hoplevel import (
     graph_caps,
     run_hop_level,
 )
+from cpr_neo4j.training import questions as qsel
 from tests.conftest import drop_dataset
 from tests.data.make_hub_graph import NAME, build, write
 

@@ -17,8 +17,7 @@ from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import list_models, load_scorer, read_config, save_scorer
 from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
 from cpr_neo4j.search.base import InMemoryGraph, Step
-from cpr_neo4j.search.puct import PuctCollector
-from cpr_neo4j.search.puct_stats import RelationPriors
+from cpr_neo4j.training.puct import PuctCollector, RelationPriors
 
 RT = {"directed_by": "directed by", "starred_actors": "starred actors"}
 D, A = Step("directed_by", True), Step("starred_actors", False)

@@ -12,8 +12,14 @@ import numpy as np
 import pytest
 
 from cpr_neo4j.search.base import Edge, InMemoryGraph, RelPath, Step
-from cpr_neo4j.search.puct import EntityPath, PuctCollector, shortest_paths
-from cpr_neo4j.search.puct_stats import PuctTree, RelationPriors, softmax
+from cpr_neo4j.training.puct import (
+    EntityPath,
+    PuctCollector,
+    PuctTree,
+    RelationPriors,
+    shortest_paths,
+    softmax,
+)
 
 F = Step  # Step(rel, True) forward, Step(rel, False) reverse
 

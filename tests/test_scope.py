@@ -127,9 +127,9 @@ def test_treeg_scope(store, scoped):
 def test_puct_source_sees_only_the_question_subgraph(store, scoped):
     from cpr_neo4j.model.encoder import TextEncoder
     from cpr_neo4j.model.scorer import PathScorer
-    from cpr_neo4j.search.puct_stats import RelationPriors
-    from cpr_neo4j.stages import questions as qsel
     from cpr_neo4j.stages.train import TrainSettings, collect
+    from cpr_neo4j.training import questions as qsel
+    from cpr_neo4j.training.puct import RelationPriors
 
     qs = qsel.load(store, NAME, "train", None, {"q0", "q1"})
     vsem = PathScorer(TextEncoder(), records.relation_text(store, NAME))

@@ -27,7 +27,7 @@ from cpr_neo4j.conformal.guarantee import Calibrated, request
 from cpr_neo4j.conformal.threshold import TOLERANCE, within
 from cpr_neo4j.graph import records
 from cpr_neo4j.model.store import read_config
-from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.training import questions as qsel
 from tests.conftest import cli_env
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.slow]  # `make test-slow`

@@ -21,9 +21,9 @@ from cpr_neo4j.loaders.topic_answers import count_with_topic, decide
 from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.base import InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.open_expansion import expand_open
-from cpr_neo4j.search.puct import PuctCollector, shortest_paths
 from cpr_neo4j.search.treeg import Job, retrieve, retrieve_many, retrieve_naive
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
+from cpr_neo4j.training.puct import PuctCollector, shortest_paths
 from tests.conftest import REPO, drop_dataset
 
 # X's children are Y1, Y2; their mother is X: "who is the mother of X's children" = X

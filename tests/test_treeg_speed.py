@@ -17,7 +17,7 @@ from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.search.answers import answer_columns
 from cpr_neo4j.search.base import InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.treeg import Retrieval, retrieve
-from cpr_neo4j.stages import questions as qsel
+from cpr_neo4j.training import questions as qsel
 from tests.conftest import drop_dataset
 from tests.test_ingest import _dataset
 from tests.treeg_v1 import NeighboursV1, retrieve_v1

@@ -35,7 +35,7 @@ def generate(
     and `cpr calibrate` refuses any generated question.
     """
     from cpr_neo4j.graph import records
-    from cpr_neo4j.stages import questions as qsel
+    from cpr_neo4j.training import questions as qsel
     from cpr_neo4j.training.generate import generate as make
     from cpr_neo4j.training.generate import labelled_splits
     from cpr_neo4j.training.paraphrase import Paraphraser

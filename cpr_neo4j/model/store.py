@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cpr_neo4j.config import cpr_home
 from cpr_neo4j.errors import CprError
@@ -25,7 +25,6 @@ from cpr_neo4j.model.scorer import PathScorer
 
 if TYPE_CHECKING:  # training's modules stay out of a cold `cpr ask`
     from cpr_neo4j.model.train import TrainReport
-    from cpr_neo4j.search.puct_stats import RelationPriors
 
 WEIGHTS = "weights.npz"
 OLD_WEIGHTS = "weights.pt"  # torch.save of the state_dict, before weights.npz
@@ -42,6 +41,12 @@ def model_dir(model_id: str) -> Path:
     return models_dir() / model_id
 
 
+class Saved(Protocol):
+    """What provenance is kept as: its `to_dict()` (training/puct.py RelationPriors)."""
+
+    def to_dict(self) -> dict: ...
+
+
 def save_scorer(
     scorer: PathScorer,
     meta: Mapping[str, Any] | None = None,
@@ -51,7 +56,7 @@ def save_scorer(
     negatives: str | None = None,
     report: TrainReport | None = None,
     seeds: Mapping[str, int] | None = None,
-    priors: RelationPriors | None = None,
+    priors: Saved | None = None,
     **extra: Any,
 ) -> Path:
     """Write the scorer and its provenance (what it was trained on and how, the priors'

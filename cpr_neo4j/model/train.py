@@ -17,7 +17,7 @@ import numpy as np
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.model.rcvnet import RCVConfig
 from cpr_neo4j.model.scorer import PathScorer
-from cpr_neo4j.search.puct import PathPair
+from cpr_neo4j.search.paths import PathPair
 
 
 @dataclass

@@ -36,11 +36,11 @@ from cpr_neo4j.model.store import load_scorer, model_dir, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.stages import canary as canary_mod
 from cpr_neo4j.stages import pins
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, calibration_id
 from cpr_neo4j.stages.scoring import answer_scores, columns, default_spec, fit_temperature
 from cpr_neo4j.stages.session import NAMED
 from cpr_neo4j.text import bracket_mentions
+from cpr_neo4j.training import questions as qsel
 from cpr_neo4j.training.generate import is_generated
 
 # Topic entities of calibration questions: TEXT links the question text as `cpr ask` does

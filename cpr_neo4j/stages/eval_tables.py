@@ -27,11 +27,11 @@ from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.calibrate import AUTO, TEXT, choose_linking, link_text, search_readings
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever
 from cpr_neo4j.stages.scoring import columns
 from cpr_neo4j.stages.workers import interleave, run_shares, share_store
+from cpr_neo4j.training import questions as qsel
 
 INNER_DEV, TEST, FINAL = "inner-dev", "test", "final"
 SPLITS = (INNER_DEV, TEST, FINAL)

@@ -44,8 +44,8 @@ from cpr_neo4j.graph.gold import CutWatch, fanout_cap_of, gold_sequences
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.search.base import NeighbourSource, RelPath
 from cpr_neo4j.search.open_expansion import UNCAPPED, Caps, expand_open
-from cpr_neo4j.stages.questions import Question
 from cpr_neo4j.stages.workers import Tick, interleave, run_shares, share_store
+from cpr_neo4j.training.questions import Question
 
 VARIANTS: dict[str, Correction] = {
     "UaG hop-level, Bonferroni (V_sem)": "bonferroni",

@@ -37,13 +37,12 @@ from cpr_neo4j.model.store import save_scorer
 from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.base import Step
-from cpr_neo4j.search.puct import EntityPath, PathPair, PuctCollector
-from cpr_neo4j.search.puct_stats import RelationPriors
 from cpr_neo4j.search.treeg import Retrieval, retrieve
-from cpr_neo4j.stages import questions as qsel
 from cpr_neo4j.stages.scoring import fit_temperature
 from cpr_neo4j.training import labels
+from cpr_neo4j.training import questions as qsel
 from cpr_neo4j.training.generate import MAX_ANSWERS, generate, is_generated, labelled_splits
+from cpr_neo4j.training.puct import EntityPath, PathPair, PuctCollector, RelationPriors
 
 # Generated questions by default: enough to bring the labelled training questions up to
 # GENERATED_FILL, so a dataset with thousands of labels trains as before and one with few

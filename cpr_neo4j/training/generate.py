@@ -30,8 +30,8 @@ from cpr_neo4j.linking.named import mask_named
 from cpr_neo4j.loaders.base import GENERATED_SPLIT
 from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.base import RelPath, Step
-from cpr_neo4j.stages.questions import Question
 from cpr_neo4j.text import is_mid
+from cpr_neo4j.training.questions import Question
 
 PREFIX = "gen:"  # every generated question id starts with it
 SPLIT = GENERATED_SPLIT  # the split a generated questions file names (never ingested)

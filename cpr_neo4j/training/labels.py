@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA
 from cpr_neo4j.conformal.mondrian import group_floor
 from cpr_neo4j.conformal.threshold import min_questions
-from cpr_neo4j.stages.questions import Question
+from cpr_neo4j.training.questions import Question
 
 CAL_FLOOR = min_questions(0.05, 0.05)  # 59
 CAL_SHARE = 0.1

@@ -4,7 +4,7 @@ Every builder keeps a pair only when the negative ends at no gold answer and its
 sequence is no positive's: the cost is relation-level, so such a negative gives no signal
 (or a contradictory one); pairs repeating a (pos, neg) relation-sequence pair are kept
 once. Each builder caps its pairs by a seeded sample, so the same seed gives the same
-pairs. The PUCT collector (search/puct.py) decides which builders run.
+pairs. The PUCT collector (training/puct.py) decides which builders run.
 """
 
 from __future__ import annotations
