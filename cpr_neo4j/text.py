@@ -28,6 +28,18 @@ def mask_question(text: str, mentions: list[str] | tuple[str, ...] = ()) -> str:
 
 # A bare Freebase MID (`m.0abc12`) or Google KG id (`g.11b6...`): the only "name" a CVT
 # (mediator) node has, and the id of many named entities in sources without names.
+# Letters, digits, underscore, dot, dash, colon, slash and space: enough for Freebase
+# (`people.person.place_of_birth`), MetaQA and most user graphs. Everything else,
+# backticks and backslashes above all, could break out of graph/cypher.py's quoting.
+_REL_TYPE = re.compile(r"^[\w.\-:/ ]{1,200}$")
+
+
+def is_valid_rel_type(name: str) -> bool:
+    """Whether a relation name from data may be a Neo4j relationship type (loaders check
+    their files with it; graph/cypher.py `rel_type` refuses the rest)."""
+    return isinstance(name, str) and bool(_REL_TYPE.fullmatch(name)) and name.strip() == name
+
+
 _MID = re.compile(r"^[mg]\.[0-9A-Za-z_]+$")
 
 

@@ -113,12 +113,10 @@ def hints_from(
     parallel: int = 1,
     timeout: float = 30.0,
 ) -> HintProvider | None:
-    """The provider the options name; None when they name none."""
-    if not llm_url and not llm_model and (not llm or llm == "none"):
-        return None
-    from cpr_neo4j.stages.retrieval import hint_provider
+    """stages/retrieval.py `hints_from`, imported when called (the CLI starts light)."""
+    from cpr_neo4j.stages.retrieval import hints_from as provider
 
-    return hint_provider(llm_url, llm_model, llm, parallel, timeout)
+    return provider(llm_url, llm_model, llm, parallel, timeout)
 
 
 def scope_option(default_text: str) -> Callable[[F], F]:

@@ -7,11 +7,8 @@ from functools import cache
 
 from cpr_neo4j.config import resource_dir
 from cpr_neo4j.errors import BadInput
+from cpr_neo4j.text import is_valid_rel_type
 
-# Letters, digits, underscore, dot, dash, colon, slash and space: enough for Freebase
-# (`people.person.place_of_birth`), MetaQA and most user graphs. Everything else,
-# backticks and backslashes above all, could break out of the quoting and is refused.
-_REL_TYPE = re.compile(r"^[\w.\-:/ ]{1,200}$")
 _PLACEHOLDER = "$$REL_TYPE$$"
 
 
@@ -28,20 +25,12 @@ def statement(name: str) -> str:
 
 def rel_type(name: str) -> str:
     """Validate a relationship type taken from data and return it backtick-quoted."""
-    if not isinstance(name, str) or not _REL_TYPE.fullmatch(name) or name.strip() != name:
+    if not is_valid_rel_type(name):
         raise BadInput(
             f"relation name {name!r} is not allowed as a Neo4j relationship type "
             "(letters, digits, _ . - : / and inner spaces only)"
         )
     return f"`{name}`"
-
-
-def is_valid_rel_type(name: str) -> bool:
-    try:
-        rel_type(name)
-    except BadInput:
-        return False
-    return True
 
 
 def with_rel_type(name: str, relation: str) -> str:

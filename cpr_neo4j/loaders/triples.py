@@ -11,7 +11,6 @@ from pathlib import Path
 
 import polars as pl
 
-from cpr_neo4j.graph.cypher import is_valid_rel_type
 from cpr_neo4j.loaders.base import (
     GENERATED_SPLIT,
     SPLITS,
@@ -23,6 +22,7 @@ from cpr_neo4j.loaders.base import (
     read_lines,
     split_fields,
 )
+from cpr_neo4j.text import is_valid_rel_type
 
 
 def _tsv(path: Path, names: list[str]) -> tuple[pl.DataFrame, list[Problem]]:

@@ -14,7 +14,7 @@ import json
 import os
 import urllib.parse
 
-from cpr_neo4j.graph.cypher import statement
+from cpr_neo4j.config import resource_dir
 
 # Browser's own defaults for `node` and `relationship` come first: `:style` replaces the
 # whole style, and an element matching no rule would otherwise have no size or colour.
@@ -97,7 +97,9 @@ def ask_query(ask_id: str) -> str:
     """cypher/ask_paths.cypher for one Ask, parameter-free (the id is a hex uuid), to paste."""
     if not ask_id.isalnum():
         raise ValueError(f"bad Ask id {ask_id!r}")
-    return statement("ask_paths").split("\n", 1)[1].replace("$id", f"'{ask_id}'").strip()
+    # read as graph/cypher.py `statement` reads it (not imported: graph imports this package)
+    text = (resource_dir("cypher") / "ask_paths.cypher").read_text()
+    return text.split("\n", 1)[1].replace("$id", f"'{ask_id}'").strip()
 
 
 def editor_link(

@@ -24,10 +24,10 @@ OPTIONS_ENV = "CPR_SERVE_OPTIONS"  # JSON: create_app's options, set by `cpr ser
 def app_from_environment(hints: HintProvider | None = None) -> FastAPI:
     """The app of one worker, from the options `cpr serve` put in $CPR_SERVE_OPTIONS;
     hints: the provider already built from them (one process), else built here."""
-    from cpr_neo4j.cli.common import hints_from
     from cpr_neo4j.model.threads import set_threads
     from cpr_neo4j.serve.app import create_app
     from cpr_neo4j.serve.auth import TOKEN_ENV
+    from cpr_neo4j.stages.retrieval import hints_from
 
     o = json.loads(os.environ[OPTIONS_ENV])
     set_threads(o["threads"])

@@ -98,6 +98,19 @@ def hint_provider(
     )
 
 
+def hints_from(
+    llm_url: str | None,
+    llm_model: str | None,
+    llm: str | None,
+    parallel: int = 1,
+    timeout: float = 30.0,
+) -> HintProvider | None:
+    """The provider the options name; None when they name none."""
+    if not llm_url and not llm_model and (not llm or llm == "none"):
+        return None
+    return hint_provider(llm_url, llm_model, llm, parallel, timeout)
+
+
 T = TypeVar("T")
 SourceFor = Callable[[str], NeighbourSource]  # question id -> its scoped NeighbourSource
 
