@@ -100,7 +100,7 @@ bench: neo4j
 RESULTS := docs/results
 results: neo4j
 	bash bench/results.sh $(RESULTS)
-	$(PY) -m cpr_neo4j.conformal.summary $(RESULTS) README.md
+	$(PY) -m cpr_neo4j.evaluation.summary $(RESULTS) README.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -29,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpr_neo4j.conformal.deployed import table_scores  # noqa: E402
 from cpr_neo4j.conformal.guarantee import Calibrated, Request  # noqa: E402
 from cpr_neo4j.conformal.sets import SetCounter  # noqa: E402
-from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
+from cpr_neo4j.evaluation.deployed import table_scores  # noqa: E402
+from cpr_neo4j.evaluation.table import CandidateTable  # noqa: E402
 
 MODES = [("coverage", 0.05), ("coverage", None), ("fnr", None)]
 
@@ -112,7 +112,7 @@ def main() -> None:
     args = ap.parse_args()
     alphas = [float(a) for a in args.alphas.split(",")]
     if args.test:
-        from cpr_neo4j.stages.eval_tables import half
+        from cpr_neo4j.evaluation.eval_tables import half
 
         cal = CandidateTable.load(Path(args.dir) / "cal.npz")
         whole = CandidateTable.load(Path(args.dir) / "test.npz")

@@ -49,7 +49,7 @@ def _load(out: Path) -> list[dict]:
 
 
 def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
-    from cpr_neo4j.stages.evaluate import EvalSettings, run
+    from cpr_neo4j.evaluation.evaluate import EvalSettings, run
 
     s = EvalSettings(
         a.dataset,

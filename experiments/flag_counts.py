@@ -10,7 +10,7 @@ each diagnosed as `cpr eval` diagnoses CPR), over the alphas:
 - before: diagnostics.miscoverage_test (Fisher's exact test of the calibration questions'
   in-sample miss rate against the test's, OR the binomial test of test misses against
   alpha, 5% each, no correction; KS was shown, never flagged);
-- exact: conformal/shift.py's exact test, Holm across the alphas;
+- exact: evaluation/shift.py's exact test, Holm across the alphas;
 - permutation (what `cpr eval` flags now): the template-stratified permutation test, Holm.
 Prints a markdown table of flagged alphas per cell.
 """
@@ -26,11 +26,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpr_neo4j.conformal.deployed import Variant, deployed, table_scores  # noqa: E402
-from cpr_neo4j.conformal.diagnostics import miscoverage_test  # noqa: E402
 from cpr_neo4j.conformal.guarantee import Calibrated  # noqa: E402
 from cpr_neo4j.conformal.sets import SetCounter, slack  # noqa: E402
-from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
+from cpr_neo4j.evaluation.deployed import Variant, deployed, table_scores  # noqa: E402
+from cpr_neo4j.evaluation.diagnostics import miscoverage_test  # noqa: E402
+from cpr_neo4j.evaluation.table import CandidateTable  # noqa: E402
 
 
 def tables(arg: str) -> tuple[str, CandidateTable, CandidateTable]:

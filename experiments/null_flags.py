@@ -9,7 +9,7 @@ raw scores) as `cpr eval` diagnoses it:
 - before (commit 5e0108f): Fisher's exact test of the calibration questions' in-sample
   miss rate against the test's, OR the binomial test of test misses against alpha, at 5%
   each, OR-ed over the alphas with no correction (diagnostics.miscoverage_test);
-- exact: conformal/shift.py's exact test of the test misses, Holm across the alphas;
+- exact: evaluation/shift.py's exact test of the test misses, Holm across the alphas;
 - permutation (what `cpr eval` flags): shift.permutation_tests, side labels reshuffled
   within question templates (`--perms` per split), Holm across the alphas.
 Prints the share of splits with any flag, its binomial standard error sqrt(p(1-p)/splits)
@@ -26,12 +26,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpr_neo4j.conformal.deployed import table_scores  # noqa: E402
-from cpr_neo4j.conformal.diagnostics import miscoverage_test  # noqa: E402
 from cpr_neo4j.conformal.guarantee import Calibrated, Request  # noqa: E402
 from cpr_neo4j.conformal.sets import SetCounter, slack  # noqa: E402
-from cpr_neo4j.conformal.shift import holm, miss_test, permutation_tests  # noqa: E402
-from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
+from cpr_neo4j.evaluation.deployed import table_scores  # noqa: E402
+from cpr_neo4j.evaluation.diagnostics import miscoverage_test  # noqa: E402
+from cpr_neo4j.evaluation.shift import holm, miss_test, permutation_tests  # noqa: E402
+from cpr_neo4j.evaluation.table import CandidateTable  # noqa: E402
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpr_neo4j.conformal.guarantee import Calibrated, Request  # noqa: E402
 from cpr_neo4j.conformal.sets import SetCounter  # noqa: E402
-from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
+from cpr_neo4j.evaluation.table import CandidateTable  # noqa: E402
 
 
 def main() -> None:

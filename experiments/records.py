@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cpr_neo4j.conformal.table import CandidateTable, TableBuilder  # noqa: E402
+from cpr_neo4j.evaluation.table import CandidateTable, TableBuilder  # noqa: E402
 from cpr_neo4j.graph import records  # noqa: E402
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours  # noqa: E402
 from cpr_neo4j.graph.store import GraphStore  # noqa: E402

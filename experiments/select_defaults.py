@@ -28,9 +28,9 @@ from cpr_neo4j.conformal.mondrian import Mondrian  # noqa: E402
 from cpr_neo4j.conformal.risk import FnrCurve, GroupedFnr  # noqa: E402
 from cpr_neo4j.conformal.scores import family_scores  # noqa: E402
 from cpr_neo4j.conformal.sets import SetCounter  # noqa: E402
-from cpr_neo4j.conformal.table import CandidateTable  # noqa: E402
 from cpr_neo4j.conformal.temperature import fit_temperature  # noqa: E402
 from cpr_neo4j.conformal.threshold import rank  # noqa: E402
+from cpr_neo4j.evaluation.table import CandidateTable  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from cpr_neo4j.conformal import diagnostics as dg
 from cpr_neo4j.conformal.threshold import cut, rank
+from cpr_neo4j.evaluation import diagnostics as dg
 
 
 def test_miscoverage_test_counts_and_p_values():

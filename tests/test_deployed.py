@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.deployed import Variant, deployed, table_scores
 from cpr_neo4j.conformal.guarantee import Calibrated, Request
-from cpr_neo4j.conformal.report import ecr_cell
 from cpr_neo4j.conformal.scores import from_spec, id_rank, level_rank
 from cpr_neo4j.conformal.sets import SetCounter
-from cpr_neo4j.conformal.table import CandidateTable, TableBuilder
 from cpr_neo4j.conformal.threshold import cut, rank
+from cpr_neo4j.evaluation.deployed import Variant, deployed, table_scores
+from cpr_neo4j.evaluation.report import ecr_cell
+from cpr_neo4j.evaluation.table import CandidateTable, TableBuilder
 from tests.binomial import pac_allowance
 
 T = 0.5  # the temperature of the tables' surprisal column

@@ -9,11 +9,11 @@ import math
 import pytest
 
 from cpr_neo4j.conformal.guarantee import request
+from cpr_neo4j.evaluation.evaluate import INNER_DEV, EvalSettings, run
 from cpr_neo4j.graph import records
 from cpr_neo4j.model.store import read_config
 from cpr_neo4j.stages.ask import ask
 from cpr_neo4j.stages.calibrate import calibrate, resolve_model
-from cpr_neo4j.stages.evaluate import INNER_DEV, EvalSettings, run
 from cpr_neo4j.stages.train import TrainSettings, train
 from tests.conftest import drop_models, private_home
 

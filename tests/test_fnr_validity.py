@@ -1,6 +1,6 @@
 """Conformal risk control of the false-negative rate (`--risk fnr`) on real MetaQA scores.
 
-The candidate table is the session's small 2-hop model's (stages/eval_tables.py, as `cpr
+The candidate table is the session's small 2-hop model's (evaluation/eval_tables.py, as `cpr
 eval` builds it) over that model's calibration share, linked and scored as `cpr calibrate`
 did. Pooled and re-split at random, calibration and test questions are exchangeable given
 the pool, so conformal risk control gives E[FNR_test(lambda-hat)] <= alpha exactly; over R
@@ -18,13 +18,13 @@ import math
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.deployed import table_scores
 from cpr_neo4j.conformal.guarantee import Calibrated, request
 from cpr_neo4j.conformal.risk import FnrCurve
 from cpr_neo4j.errors import Unattainable
+from cpr_neo4j.evaluation import eval_tables as et
+from cpr_neo4j.evaluation.deployed import table_scores
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.model.store import load_scorer, read_config
-from cpr_neo4j.stages import eval_tables as et
 from cpr_neo4j.stages.retrieval import RetrievalSettings
 from cpr_neo4j.training import questions as qsel
 

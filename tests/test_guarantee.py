@@ -31,9 +31,9 @@ from cpr_neo4j.conformal.guarantee import (
 from cpr_neo4j.conformal.mondrian import MIN_GROUP, SMALL
 from cpr_neo4j.conformal.scores import from_spec
 from cpr_neo4j.conformal.sets import SetCounter
-from cpr_neo4j.conformal.table import CandidateTable, TableBuilder
 from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import BadInput, CprError
+from cpr_neo4j.evaluation.table import CandidateTable, TableBuilder
 
 SPEC = {"family": "centred", "centre": 0.97}
 

@@ -10,7 +10,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.hoplevel import (
+from cpr_neo4j.conformal.threshold import TOLERANCE, within
+from cpr_neo4j.evaluation.hoplevel import (
+    VARIANTS,
+    calibration_scores,
+    graph_caps,
+    run_hop_level,
+)
+from cpr_neo4j.evaluation.hoplevel_thresholds import (
     HopRecord,
     apply,
     gold_scores,
@@ -19,7 +26,6 @@ from cpr_neo4j.conformal.hoplevel import (
     score_counts,
     widen,
 )
-from cpr_neo4j.conformal.threshold import TOLERANCE, within
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.gold import gold_sequences
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
@@ -27,12 +33,6 @@ from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import CachedNeighbours, Edge, InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.open_expansion import Caps, expand_open
-from cpr_neo4j.stages.hoplevel import (
-    VARIANTS,
-    calibration_scores,
-    graph_caps,
-    run_hop_level,
-)
 from cpr_neo4j.training import questions as qsel
 
 

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.hoplevel import hop_thresholds
 from cpr_neo4j.conformal.threshold import within
+from cpr_neo4j.evaluation.hoplevel import VARIANTS, calibration_scores, run_hop_level
+from cpr_neo4j.evaluation.hoplevel_thresholds import hop_thresholds
 from cpr_neo4j.graph.gold import fanout_cap_of, gold_sequences
 from cpr_neo4j.search.base import CachedNeighbours, Edge, InMemoryGraph, RelPath, Step
 from cpr_neo4j.search.open_expansion import UNCAPPED, Caps, expand_open
-from cpr_neo4j.stages.hoplevel import VARIANTS, calibration_scores, run_hop_level
 from cpr_neo4j.training.questions import Question
 
 

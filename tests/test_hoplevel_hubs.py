@@ -10,8 +10,15 @@ import random
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.hoplevel import hop_thresholds, widen
 from cpr_neo4j.conformal.threshold import within
+from cpr_neo4j.evaluation.hoplevel import (
+    FRONTIER_BUDGET,
+    VARIANTS,
+    calibration_scores,
+    graph_caps,
+    run_hop_level,
+)
+from cpr_neo4j.evaluation.hoplevel_thresholds import hop_thresholds, widen
 from cpr_neo4j.graph import records
 from cpr_neo4j.graph.ingest import ingest
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
@@ -20,13 +27,6 @@ from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.open_expansion import Caps, expand_open
-from cpr_neo4j.stages.hoplevel import (
-    FRONTIER_BUDGET,
-    VARIANTS,
-    calibration_scores,
-    graph_caps,
-    run_hop_level,
-)
 from cpr_neo4j.training import questions as qsel
 from tests.conftest import drop_dataset
 from tests.data.make_hub_graph import NAME, build, write

@@ -12,14 +12,14 @@ import pytest
 from scipy import special, stats
 
 from cpr_neo4j.conformal.mondrian import ALL, Mondrian
-from cpr_neo4j.conformal.resample import (
+from cpr_neo4j.conformal.threshold import TOLERANCE
+from cpr_neo4j.evaluation.resample import (
     COVERED,
     cal_test_interval,
     effective,
     interval_draws,
     resplits,
 )
-from cpr_neo4j.conformal.threshold import TOLERANCE
 
 
 @cache

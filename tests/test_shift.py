@@ -1,4 +1,4 @@
-"""conformal/shift.py: the exact law of the test split's misses, Holm across alphas, and a
+"""evaluation/shift.py: the exact law of the test split's misses, Holm across alphas, and a
 null check (random splits of one pool, nothing shifted: flags at most at the nominal rate)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from test_effective import _pool, _split
 
 from cpr_neo4j.conformal.guarantee import Calibrated, Request
 from cpr_neo4j.conformal.sets import SetCounter, slack
-from cpr_neo4j.conformal.shift import (
+from cpr_neo4j.evaluation.shift import (
     MissTest,
     holm,
     miss_law,

@@ -1,5 +1,5 @@
-"""The written report (conformal.report) and the README results section generated from
-it (conformal.summary): files, sections, and numbers copied from the JSON, never typed."""
+"""The written report (evaluation.report) and the README results section generated from
+it (evaluation.summary): files, sections, and numbers copied from the JSON, never typed."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.deployed import Variant, deployed
-from cpr_neo4j.conformal.report import CPR, main, panels, results_of, styles, write_report
-from cpr_neo4j.conformal.summary import ALPHAS, END, HEADLINE_METHODS, RELEASE, START, update
-from cpr_neo4j.conformal.table import TableBuilder
+from cpr_neo4j.evaluation.deployed import Variant, deployed
+from cpr_neo4j.evaluation.report import CPR, main, panels, results_of, styles, write_report
+from cpr_neo4j.evaluation.summary import ALPHAS, END, HEADLINE_METHODS, RELEASE, START, update
+from cpr_neo4j.evaluation.table import TableBuilder
 
 CENTRED = {"family": "centred", "centre": 0.97}
 SECTIONS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cpr_neo4j.conformal.table import CandidateTable, TableBuilder
+from cpr_neo4j.evaluation.table import CandidateTable, TableBuilder
 
 COLUMNS = ("hops", "template", "group", "n_gold", "start", "cost", "gold", "surprisal")
 

@@ -14,9 +14,9 @@ from cpr_neo4j.cli.common import (
     scope_option,
 )
 from cpr_neo4j.conformal import DEFAULT_DELTA
-from cpr_neo4j.conformal.report import coverage_table, diagnosis_table, fnr_table
-from cpr_neo4j.stages.eval_tables import SPLITS
-from cpr_neo4j.stages.evaluate import METHODS, EvalSettings, run
+from cpr_neo4j.evaluation.eval_tables import SPLITS
+from cpr_neo4j.evaluation.evaluate import METHODS, EvalSettings, run
+from cpr_neo4j.evaluation.report import coverage_table, diagnosis_table, fnr_table
 
 
 @click.command("eval")

@@ -1,5 +1,6 @@
-"""The conformal layer: thresholds, score families, the guarantee's rules and evaluation
-(numbers only; submodules are imported explicitly so the ask path stays light)."""
+"""The guarantee itself: thresholds, groups, risk control, score families, answer sets and
+their wording (numbers only; submodules are imported explicitly so the ask path stays
+light). How well it holds on held-out questions is measured in evaluation/."""
 
 # The default guarantee is calibration-conditional (PAC) with this delta: one user has one
 # calibration (docs/method.md, the inner dev figures). Here, not in guarantee.py, so that

@@ -143,7 +143,7 @@ class Calibrated:
         groups: np.ndarray,
         population: Mapping[str, Any],
     ) -> Calibrated:
-        """From calibration questions' flat candidate table (conformal/table.py layout)."""
+        """From calibration questions' flat candidate table (evaluation/table.py layout)."""
         n = len(n_gold)
         best = np.full(n, np.inf)
         g = np.asarray(gold, dtype=bool)

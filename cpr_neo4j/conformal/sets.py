@@ -1,6 +1,6 @@
 """Answer sets of many questions at many thresholds, fast: one sort per score family.
 
-`SetCounter` takes one flat candidate table (conformal/table.py) scored by one family and
+`SetCounter` takes one flat candidate table (evaluation/table.py) scored by one family and
 answers, for any per-question threshold, each question's set size and the gold answers in
 its set, with the tolerance cut (threshold.within) and, unless empty sets are allowed,
 the top level added (the answers tied at the question's best score). Evaluation asks this

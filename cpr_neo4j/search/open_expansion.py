@@ -7,7 +7,7 @@ reaches (search/frontier.py: the same simple-path rule), with ONE `source.neighb
 call per hop for the union of the frontier entities. The result is every sequence kept at
 EVERY hop 1..H (so answers nearer than H hops are not lost, as in TreeG's candidate set),
 with its prefix costs and end entities; the answer set at given thresholds is the union of
-the ends of the survivors (conformal/hoplevel.py). With `topic_answers` (the dataset's
+the ends of the survivors (evaluation/hoplevel_thresholds.py). With `topic_answers` (the dataset's
 convention) a step may land on a topic, closing a cycle: that end is never expanded, so a
 topic is among a survivor's ends only when its LAST step landed there.
 

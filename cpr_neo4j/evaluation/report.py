@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from cpr_neo4j.conformal.deployed import DeployedResults, Diagnosis, Row
+from cpr_neo4j.evaluation.deployed import DeployedResults, Diagnosis, Row
 
 DASH = "–"
 
@@ -175,7 +175,7 @@ miss.
 ## Diagnostics: calibration vs evaluation questions
 
 Two-sample KS on the scores S (+inf = no gold answer among the candidates; shown, never
-flagged); per alpha two one-sided tests of the evaluation split's misses (conformal/shift.py).
+flagged); per alpha two one-sided tests of the evaluation split's misses (evaluation/shift.py).
 The flag: a template-stratified permutation test (side labels reshuffled within every
 question template, thresholds recomputed with their pools re-planned; valid whatever the
 template mix and however a template's outcomes correlate), flagged when Holm's adjustment
@@ -367,9 +367,9 @@ def write_report(headline: DeployedResults, out_dir: str | Path, title: str = ""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m cpr_neo4j.conformal.report --replot DIR ...`: ecr.png and apss.png drawn
+    """`python -m cpr_neo4j.evaluation.report --replot DIR ...`: ecr.png and apss.png drawn
     again from each DIR's results.json (the tables and report.md are left as they are)."""
-    ap = argparse.ArgumentParser(prog="python -m cpr_neo4j.conformal.report")
+    ap = argparse.ArgumentParser(prog="python -m cpr_neo4j.evaluation.report")
     ap.add_argument("--replot", nargs="+", type=Path, required=True, metavar="DIR",
                     help="report folders written by `cpr eval --out DIR`")  # fmt: skip
     args = ap.parse_args(argv)

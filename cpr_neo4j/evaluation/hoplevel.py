@@ -3,10 +3,11 @@
 Built to be fair: the scorer is V_sem (no net; CPR's RCVNet was trained to rank prefixes
 as wrong, which would cut hop-level frontiers unfairly), each hop's set decides the next
 frontier (search/open_expansion.py), and calibration scores follow ONE canonical gold
-sequence per question so the union bound holds (conformal/hoplevel.py). Gold sequences are
-found through the SAME neighbour source as TreeG and open expansion (graph/gold.py), of
-any length 1..H, and the answer set is the union of the ends of the sequences kept at
-every hop: so the baseline runs on questions of any hop count <= H, as CPR does.
+sequence per question so the union bound holds (evaluation/hoplevel_thresholds.py). Gold
+sequences are found through the SAME neighbour source as TreeG and open expansion
+(graph/gold.py), of any length 1..H, and the answer set is the union of the ends of the
+sequences kept at every hop: so the baseline runs on questions of any hop count <= H, as
+CPR does.
 
 Two variants share the calibration scores and ONE open expansion per test question, run
 at the loosest FINITE thresholds over every variant and alpha; each (variant, alpha)
@@ -30,7 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from cpr_neo4j.conformal.hoplevel import (
+from cpr_neo4j.evaluation.hoplevel_thresholds import (
     Correction,
     HopRecord,
     apply,
@@ -94,7 +95,8 @@ def calibration_scores(
     caps: Caps = UNCAPPED,
     tick: Callable[[], None] = lambda: None,
 ) -> GoldScores:
-    """V_sem prefix costs of each question's canonical gold sequence (conformal/hoplevel.py)."""
+    """V_sem prefix costs of each question's canonical gold sequence
+    (evaluation/hoplevel_thresholds.py)."""
     ctxs = scorer.questions([q.masked for q in questions])
     out = np.full((len(questions), hops), math.inf)
     lengths, bound = [], []

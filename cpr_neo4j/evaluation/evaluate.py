@@ -1,38 +1,46 @@
 """`cpr eval`: the deployed protocol, its diagnostics and the pooled view, per method.
 
-What is compared (conformal/deployed.py Variant): CPR as it ships (the calibration's
+What is compared (evaluation/deployed.py Variant): CPR as it ships (the calibration's
 score family, one threshold per group, the PAC threshold with the default delta, sets never
 empty), then one change at a time (marginal delta 0, one threshold for all, empty sets
 allowed, the paper's sets with the previous centred score), CPR controlling answer recall
 (FNR), the conformal top-k baselines (single answers ranked by (cost, id), and distinct
 score levels, tied answers together), Abl.1 (V_sem) and Abl.2 (w/o PUCT, trained here on
 CPR's exact question shares when missing) with CPR's guarantee, and the UaG-style
-hop-level baselines for a fixed hop count. Question sets: stages/eval_tables.py.
+hop-level baselines for a fixed hop count. Question sets: evaluation/eval_tables.py.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cpr_neo4j.conformal.deployed import DeployedResults, Variant, deployed
+import numpy as np
+
 from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA
-from cpr_neo4j.conformal.report import write_report
 from cpr_neo4j.errors import CprError
+from cpr_neo4j.evaluation import eval_tables as et
+from cpr_neo4j.evaluation.deployed import DeployedResults, Row, Variant, deployed
+from cpr_neo4j.evaluation.diagnostics import cluster_bootstrap
+from cpr_neo4j.evaluation.hoplevel import run_hop_level
+from cpr_neo4j.evaluation.report import write_report
 from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
-from cpr_neo4j.graph.subgraphs import GRAPH, resolve_scope
+from cpr_neo4j.graph.subgraphs import GRAPH, SUBGRAPH, resolve_scope
 from cpr_neo4j.hints.base import HintProvider
 from cpr_neo4j.model.encoder import shared_encoder
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import load_scorer, read_config
-from cpr_neo4j.stages import eval_tables as et
+from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.stages.calibrate import resolve_model, score_spec
-from cpr_neo4j.stages.hoplevel_rows import hop_level_rows
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
 from cpr_neo4j.stages.train import TrainSettings, train
 from cpr_neo4j.stages.workers import default_workers
+from cpr_neo4j.training.questions import Question
 
 METHODS = {"cpr": "CPR", "abl1": "Abl.1 (V_sem)", "abl2": "Abl.2 (w/o PUCT)"}
 INNER_DEV = et.INNER_DEV
@@ -181,7 +189,7 @@ def run(
     headline = deployed(cal_t, test_t, variants, s.alphas, population, s.boot, s.seed, s.draws,
                         hints)  # fmt: skip
     if s.hop_level and "cpr" in s.methods:
-        hop_level_rows(store, s, headline, cal_qs, test_qs, meta, step, notes, settings)
+        _hop_level_rows(store, s, headline, cal_qs, test_qs, meta, step, notes, settings)
     setting = (
         f"model {model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
         f"H = {meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}, "
@@ -222,3 +230,105 @@ def _variants(s: EvalSettings, specs: dict[str, dict]) -> list[Variant]:
         if name != cpr:
             out.append(Variant(name, name, spec, s.delta, diagnose=True))
     return out
+
+
+def _hop_level_rows(
+    store: GraphStore,
+    s: EvalSettings,
+    headline: DeployedResults,
+    cal_qs: list[Question],
+    test_qs: list[Question],
+    meta: dict,
+    step: Progress,
+    notes: list[str],
+    settings: RetrievalSettings,
+) -> None:
+    """The UaG-style hop-level baselines as rows of the deployed report (evaluation/
+    hoplevel.py runs them: per-hop V_sem thresholds from the calibration questions, open
+    expansion). Their answers are the ends of the sequences kept at every hop 1..H (as
+    TreeG's), so they run on mixed hop counts too; their rows carry ECR with its template
+    interval, set sizes, and the run's own diagnostics (calibration questions with a
+    canonical gold sequence, how often each cap bound, how often open expansion reached a
+    gold answer), so a degenerate run says why."""
+    if (s.scope or meta.get("scope")) == SUBGRAPH:
+        notes.append("hop-level baselines search the whole graph: not run with --scope subgraph")
+        return
+    sample = test_qs
+    if s.hop_level_questions and len(test_qs) > s.hop_level_questions:
+        sample = random.Random(s.seed + 1).sample(test_qs, s.hop_level_questions)
+        notes.append(
+            f"hop-level rows: {len(sample)} of the {len(test_qs)} evaluation questions "
+            "(seeded sample; open expansion is slow on hub entities)"
+        )
+    vsem = PathScorer(shared_encoder(), records.relation_text(store, s.dataset))
+
+    def source(mine) -> CachedAdjacency:  # TreeG's own fan-out cap
+        return CachedAdjacency(Neo4jNeighbours(mine, s.dataset, settings.fanout_cap))
+
+    tick: Callable[[], None] = step("hop-level (open expansion)", len(cal_qs) + len(sample))
+    out = run_hop_level(
+        store,
+        s.dataset,
+        vsem,
+        cal_qs,
+        sample,
+        meta["hops"],
+        s.alphas,
+        source(store),
+        tick=tick,
+        workers=s.workers,
+        open_source=source,
+        topic_answers=settings.topic_answers,
+    )
+    templates = np.unique([q.masked for q in sample], return_inverse=True)[1]
+    rng = np.random.default_rng(s.seed)
+    for variant, by_alpha in out["results"].items():
+        headline.methods.append(variant)
+        for a in s.alphas:
+            r = by_alpha[a]
+            hit = np.asarray(r["covered"], bool)
+            size = np.asarray(r["size"], float)
+            lo, hi = cluster_bootstrap(hit, templates, s.boot, rng)
+            taus = {t + 1: float(x) for t, x in enumerate(r["taus"])}
+            nan = math.nan
+            metrics = {
+                "ecr": float(hit.mean()),
+                "apss": float(size.mean()),
+                "size_median": float(np.median(size)),
+                "size_p90": float(np.percentile(size, 90)),
+                "empty_rate": float((size == 0).mean()),
+                "recall": nan,
+                "precision": nan,
+                "f1": nan,
+                "hits1": nan,
+                "ecr_gold_1": nan,
+                "n_gold_1": 0,
+                "ecr_gold_2_5": nan,
+                "n_gold_2_5": 0,
+                "ecr_gold_gt5": nan,
+                "n_gold_gt5": 0,
+            }
+            headline.rows.append(
+                Row(
+                    method=variant,
+                    alpha=float(a),
+                    risk="coverage",
+                    tau=taus,
+                    attainable=all(map(math.isfinite, taus.values())),
+                    ecr=float(hit.mean()),
+                    ecr_lo=lo,
+                    ecr_hi=hi,
+                    ecr_lo_cal=nan,
+                    ecr_hi_cal=nan,
+                    fnr=nan,
+                    fnr_lo=nan,
+                    fnr_hi=nan,
+                    apss=float(size.mean()),
+                    metrics=metrics,
+                    by_hops={},
+                    single={"ecr": nan, "apss": nan, "n": 0},
+                    n_test=len(sample),
+                )
+            )
+    notes.extend(out.get("notes", []))
+    headline.hop_level = out.get("diagnostics", {})

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cpr_neo4j.conformal.table import CandidateTable, TableBuilder
 from cpr_neo4j.errors import CprError
+from cpr_neo4j.evaluation.table import CandidateTable, TableBuilder
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency

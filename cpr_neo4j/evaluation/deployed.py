@@ -12,7 +12,7 @@ and single-answer questions apart. FNR rows control the false-negative rate inst
 An alpha whose threshold is +inf for some group is marked unattainable (those questions
 get every candidate). The pooled view (conformal/resample.resplits) and the diagnostics
 (KS, the template-permutation test of the test split's misses that flags, and the exact
-question-level one shown beside it, each with Holm across alphas, conformal/shift.py,
+question-level one shown beside it, each with Holm across alphas, evaluation/shift.py,
 recall on each side, interval widths) come with it.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from scipy import stats
 
-from cpr_neo4j.conformal.diagnostics import answer_metrics, cluster_bootstrap
 from cpr_neo4j.conformal.guarantee import COVERAGE, EFFECTIVE_DEFAULT, FNR, Calibrated, Request
-from cpr_neo4j.conformal.resample import cal_test_interval, effective, resplits
 from cpr_neo4j.conformal.scores import from_spec
 from cpr_neo4j.conformal.sets import SetCounter, slack
-from cpr_neo4j.conformal.shift import holm, miss_test, permutation_tests, template_codes
-from cpr_neo4j.conformal.table import CandidateTable
+from cpr_neo4j.evaluation.diagnostics import answer_metrics, cluster_bootstrap
+from cpr_neo4j.evaluation.resample import cal_test_interval, effective, resplits
+from cpr_neo4j.evaluation.shift import holm, miss_test, permutation_tests, template_codes
+from cpr_neo4j.evaluation.table import CandidateTable
 
 
 @dataclass(frozen=True)

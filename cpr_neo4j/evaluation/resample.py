@@ -24,11 +24,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from cpr_neo4j.conformal.diagnostics import CHUNK, _clusters, _counts
 from cpr_neo4j.conformal.mondrian import ALL, MIN_GROUP, Mondrian, group_floor, plan_pools
 from cpr_neo4j.conformal.sets import slack
 from cpr_neo4j.conformal.threshold import TOLERANCE, rank, within
 from cpr_neo4j.errors import BadInput
+from cpr_neo4j.evaluation.diagnostics import CHUNK, _clusters, _counts
 
 COVERED = -1e300
 
