@@ -122,7 +122,7 @@ def test_asks_written_together_each_keep_their_own_answers(store, tiny):
 
 
 def test_the_write_checks_only_the_path_entities_it_is_sent_as_mediators(store, tiny):
-    """`cpr ask` sends the path entities that may be CVTs (stages/ask_record.mediators):
+    """`cpr ask` sends the path entities that may be CVTs (stages/ask.mediators):
     one left out is not labelled, one sent is labelled only if its name is a MID."""
     eve = {"id": "Eve", "rank": 1, "cost": 0.1, "path": ""} | hops(
         ["Ann", "m.0cvt", "Eve"], ["film.actor.film", "film.performance.character"], [True, True]
@@ -142,7 +142,7 @@ def test_the_write_checks_only_the_path_entities_it_is_sent_as_mediators(store, 
 def test_mediators_are_the_recorded_path_entities_named_by_a_mid_or_not_named_here():
     from types import SimpleNamespace
 
-    from cpr_neo4j.stages.ask_record import MAX_PATHS_RECORDED, mediators
+    from cpr_neo4j.stages.ask import MAX_PATHS_RECORDED, mediators
 
     answers = [
         SimpleNamespace(rank=1, entities=["Ann", "m.0cvt", "Eve"]),

@@ -11,7 +11,7 @@ from cpr_neo4j.errors import BadInput
 from cpr_neo4j.loaders.nsm import load_nsm
 from cpr_neo4j.loaders.registry import answerable_only, hash_split, parse_shares
 from cpr_neo4j.search.base import Step
-from cpr_neo4j.stages.ask_record import describe
+from cpr_neo4j.stages.ask import describe
 from cpr_neo4j.text import cvt_label, is_mid, readable_relation
 
 LINES = [

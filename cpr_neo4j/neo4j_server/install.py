@@ -1,7 +1,8 @@
 """`cpr neo4j install`: the Neo4j jars from Maven Central, neo4j.conf and a password.
 
 Layout under CPR_HOME/neo4j: lib/ (the jars), conf/neo4j.conf, data/, logs/, run/, and
-credentials.json (0600) holding the generated password (neo4j_server.server runs it).
+credentials.json (0600) holding the generated password (neo4j_server.server runs it), and
+what both need of the jars: the pinned version, the JVM flags and neo4j-admin.
 """
 
 from __future__ import annotations
@@ -9,15 +10,48 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 from pathlib import Path
 
 from cpr_neo4j.config import credentials_file
 from cpr_neo4j.errors import CprError
-from cpr_neo4j.neo4j_server.conf import default_ports, home, resolve_memory, write_conf
-from cpr_neo4j.neo4j_server.server import NEO4J_VERSION, require_tool, run_admin
+from cpr_neo4j.neo4j_server.conf import conf_file, default_ports, home, resolve_memory, write_conf
 
+NEO4J_VERSION = "5.26.30"  # pinned in pom.xml too
 POM = Path(__file__).with_name("pom.xml")  # pins NEO4J_VERSION too
+ADMIN_CLASS = "org.neo4j.cli.AdminTool"
+JVM_FLAGS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+]
+
+
+def is_installed() -> bool:
+    return (home() / "lib" / f"neo4j-{NEO4J_VERSION}.jar").exists() and credentials_file().exists()
+
+
+def require_tool(tool: str, hint: str) -> str:
+    """The path of `tool`, or a CprError saying how to install it."""
+    path = shutil.which(tool)
+    if not path:
+        raise CprError(f"`{tool}` not found: {hint}")
+    return path
+
+
+def run_admin(*args: str) -> subprocess.CompletedProcess:
+    """neo4j-admin (AdminTool) from the jars under CPR_HOME, installed or not yet."""
+    env = dict(os.environ, NEO4J_HOME=str(home()), NEO4J_CONF=str(conf_file().parent))
+    java = require_tool("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
+    return subprocess.run(
+        [java, *JVM_FLAGS, "-cp", str(home() / "lib" / "*"), ADMIN_CLASS, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def install(

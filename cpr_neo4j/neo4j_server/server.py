@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -23,24 +22,21 @@ from pathlib import Path
 from cpr_neo4j.config import ServerMemory, credentials_file
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.neo4j_server.conf import (
-    conf_file,
     configured_memory,
     ensure_fast_stop,
     home,
     persist_memory,
     resolve_memory,
 )
+from cpr_neo4j.neo4j_server.install import (
+    JVM_FLAGS,
+    install,
+    is_installed,
+    require_tool,
+    run_admin,
+)
 
-NEO4J_VERSION = "5.26.30"  # pinned in pom.xml too
 MAIN_CLASS = "org.neo4j.server.CommunityEntryPoint"
-ADMIN_CLASS = "org.neo4j.cli.AdminTool"
-JVM_FLAGS = [
-    "--add-opens=java.base/java.nio=ALL-UNNAMED",
-    "--add-opens=java.base/java.io=ALL-UNNAMED",
-    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens=java.base/java.lang=ALL-UNNAMED",
-    "-Dio.netty.tryReflectionSetAccessible=true",
-]
 
 
 @dataclass(frozen=True)
@@ -63,30 +59,6 @@ def _log_file() -> Path:
 
 def _console_log() -> Path:
     return home() / "logs" / "console.log"
-
-
-def is_installed() -> bool:
-    return (home() / "lib" / f"neo4j-{NEO4J_VERSION}.jar").exists() and credentials_file().exists()
-
-
-def require_tool(tool: str, hint: str) -> str:
-    """The path of `tool`, or a CprError saying how to install it."""
-    path = shutil.which(tool)
-    if not path:
-        raise CprError(f"`{tool}` not found: {hint}")
-    return path
-
-
-def run_admin(*args: str) -> subprocess.CompletedProcess:
-    """neo4j-admin (AdminTool) from the jars under CPR_HOME, installed or not yet."""
-    env = dict(os.environ, NEO4J_HOME=str(home()), NEO4J_CONF=str(conf_file().parent))
-    java = require_tool("java", "install Java 17 or 21 (apt-get install openjdk-17-jre-headless)")
-    return subprocess.run(
-        [java, *JVM_FLAGS, "-cp", str(home() / "lib" / "*"), ADMIN_CLASS, *args],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
 
 
 def _read_pid() -> int | None:
@@ -149,8 +121,6 @@ def start(
     """Start the server (idempotent) and wait until Bolt answers a query. heap / pagecache
     (e.g. '4g') are written to neo4j.conf and kept for later starts."""
     if not is_installed():
-        from cpr_neo4j.neo4j_server.install import install  # it imports this module
-
         install(echo=echo, heap=heap, pagecache=pagecache)
     memory = resolve_memory(heap, pagecache)
     running = status()
