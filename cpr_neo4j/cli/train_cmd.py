@@ -154,4 +154,10 @@ def train(
             f"(`cpr label {dataset} questions.txt -o labelled.jsonl`), add them (`cpr ingest "
             f"{dataset} --questions labelled.jsonl`) and calibrate; " + needs_text(0)
         ))  # fmt: skip
-    console.print(f"next: cpr calibrate {dataset}")
+    if f["labels"]:
+        console.print(f"next: cpr calibrate {dataset}")
+    else:  # calibrate needs labelled questions: it would refuse now
+        console.print(
+            f"next: cpr label {dataset} questions.txt -o labelled.jsonl, then cpr ingest "
+            f"{dataset} --questions labelled.jsonl and cpr calibrate {dataset}"
+        )
