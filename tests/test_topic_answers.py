@@ -246,6 +246,10 @@ def test_detection_threshold_overrides_and_loader_conventions():
     assert decide(known)[0].topic_answers is False and "d's convention" in decide(known)[1].why
     with pytest.raises(BadInput, match="--topic-answers takes auto, on, off"):
         decide(one, "maybe")
+    alone = build_dataset("d", "f", triples, _questions([]), [])  # a graph, no questions yet
+    ds, why = decide(alone)
+    assert not ds.topic_answers and "0 of 0" not in why.message()
+    assert why.message().startswith("no questions to decide from: topic answers off (auto;")
 
 
 def test_rog_rows_with_the_topic_among_answers_turn_it_on(tmp_path):

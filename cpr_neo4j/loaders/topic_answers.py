@@ -37,6 +37,8 @@ class TopicAnswers:
 
     def message(self) -> str:
         state = "on" if self.on else "off"
+        if not self.questions:  # a graph alone: "0 of 0 questions" decided nothing
+            return f"no questions to decide from: topic answers {state} ({self.why})"
         return (
             f"{self.with_topic} of {self.questions} questions have a topic entity among their "
             f"gold answers: topic answers {state} ({self.why})"
@@ -64,6 +66,8 @@ def decide(dataset: Dataset, mode: str = "auto") -> tuple[Dataset, TopicAnswers]
     else:
         on = n > 0 and n >= THRESHOLD * total
         why = f"auto: {'at least' if on else 'under'} {THRESHOLD:.0%} of questions"
-        if not on and n:
+        if not total:
+            why = "auto; --topic-answers on if a question's answer can be its own entity"
+        elif not on and n:
             why += "; --topic-answers on forces it"
     return replace(dataset, topic_answers=on), TopicAnswers(n, total, on, why)
