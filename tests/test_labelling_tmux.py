@@ -173,6 +173,13 @@ def test_new_user_path_with_labels_from_the_terminal(store, neo4j_settings, home
             assert "12 already in" in screen
             question, numbers = _current(screen)
         want = gold[question]
+        if k == 8:  # found by name, lower case, wherever they rank: no paging
+            for name in sorted(want):
+                _send(f"/{name.lower()}")
+                screen = _wait(r"candidate\(s\) named with .*\n.*\n> ?$")
+            _, numbers = _current(screen)
+            assert want <= set(numbers), screen[-2000:]
+            actions.append((question, f"found {len(want)} by name"))
         while not want <= set(numbers) and "more (m)" in screen[screen.rindex("\n[") :]:
             before = len(numbers)
             _send("m")  # more candidates
@@ -215,5 +222,6 @@ def test_new_user_path_with_labels_from_the_terminal(store, neo4j_settings, home
     )[0]
     assert cal[0]["n"] == 29
     assert any(a == "more" for _, a in actions)  # some right answers were past the first page
+    assert any(a.startswith("found") for _, a in actions)
     print("\n" + (sample or ""))
     print(json.dumps(actions))

@@ -8,8 +8,8 @@ import click
 
 PAGE = 15
 HELP = (
-    "mark the right answers by number (1 3 5-7), m = more candidates, "
-    "a TEXT = a right answer not listed, s = skip, q = save and quit"
+    "mark the right answers by number (1 3 5-7), m = more candidates, /TEXT = find by "
+    "name, a TEXT = a right answer not listed, s = skip, q = save and quit"
 )
 
 
@@ -31,9 +31,10 @@ def label(dataset: str, questions: Path, out: Path, page: int) -> None:
 
     Each question shows EVERY candidate answer the search finds, with its path, best-ranked
     first and none pre-selected (labels must not depend on a threshold). Mark the right
-    ones by number; type one the graph lacks with `a TEXT` (the question then counts as a
-    miss at calibration); or skip it (saved to OUT.skipped; skip only what you cannot judge,
-    not what is hard: skipped questions are not calibrated on). Then:
+    ones by number (`/TEXT` lists the candidates whose name holds TEXT, with their
+    numbers, wherever they rank); type one the graph lacks with `a TEXT` (the question
+    then counts as a miss at calibration); or skip it (saved to OUT.skipped; skip only what
+    you cannot judge, not what is hard: skipped questions are not calibrated on). Then:
 
     \b
         cpr ingest DATASET --questions OUT     # add the labels to the dataset
@@ -96,6 +97,18 @@ def _ask(shown, k: int, total: int, out: Path, lab, size: int) -> str:
                 click.echo("no more candidates")
             else:
                 shown_upto = page()
+            continue
+        if reply.strip().startswith("/"):
+            hits = lab.find(shown.choices, reply.strip()[1:])
+            for i in hits:
+                c = shown.choices[i]
+                click.echo(f"  {i + 1:>3}. {c.name}    {c.path}")
+            word = reply.strip()[1:].strip()
+            click.echo(
+                f"{len(hits)} candidate(s) named with {word!r}"
+                if word
+                else "type part of a name after / (e.g. /ridley scott)"
+            )
             continue
         parsed = lab.parse(reply, n)
         if isinstance(parsed, str):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cpr_neo4j.errors import BadInput
 from cpr_neo4j.graph import fingerprint, records
+from cpr_neo4j.graph.entity_index import tokens
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.linking.readings import link_readings, taken_index
@@ -123,6 +124,20 @@ def parse(answer: str, n_choices: int) -> Label | str:
     if not numbers:
         return "mark answers by number, or a TEXT, s or q"
     return Label("marked", numbers=tuple(sorted(numbers)))
+
+
+def find(choices: list[Choice], text: str) -> list[int]:
+    """Positions of the candidates whose name holds the words of `text` in a row (folded as
+    the linker folds them: "almodovar" finds "Pedro Almodóvar"). A person who knows the
+    answer finds it without paging: the candidates' order decides nothing."""
+    want = " ".join(w for w, _, _ in tokens(text))
+    if not want:
+        return []
+    return [
+        i
+        for i, c in enumerate(choices)
+        if f" {want} " in f" {' '.join(w for w, _, _ in tokens(c.name))} "
+    ]
 
 
 def record(shown: Shown, label: Label) -> dict:
