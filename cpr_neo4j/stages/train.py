@@ -21,6 +21,7 @@ Choices (recorded in the model's config):
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -206,6 +207,8 @@ def train(
         chosen = set(s.calibration_ids or ())
         cal = [q for q in pool if q.id in chosen]
         rest = [q for q in pool if q.id in set(s.training_ids or ()) - chosen]
+        if len(rest) > s.max_questions:  # a sample: the pool's order sorts MetaQA by hops
+            rest = random.Random(s.seed).sample(rest, s.max_questions)
         inner_dev: list[qsel.Question] = []
     else:
         rest, cal = labels.reserve(pool, s.cal_share, s.seed)
