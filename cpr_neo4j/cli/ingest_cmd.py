@@ -328,7 +328,9 @@ def _add_questions(name: str, path: Path, strict: bool, batch_size: int) -> None
         raise BadInput(f"no question to add in {path}")
     qs = qs.unique("id", keep="first", maintain_order=True).select(list(QUESTIONS_SCHEMA))
     none = pl.DataFrame(schema=TRIPLES_SCHEMA)
-    dataset = Dataset(name, none, pl.DataFrame(schema=ENTITIES_SCHEMA), qs)
+    dataset = Dataset(
+        name=name, triples=none, entities=pl.DataFrame(schema=ENTITIES_SCHEMA), questions=qs
+    )
     with open_store() as store:
         report = writer.add_questions(store, dataset, batch_size)
         stored = writer.counts(store, name)

@@ -82,7 +82,14 @@ def request(
 ) -> Request:
     """A Request from CLI/HTTP values: delta 0 means the marginal guarantee."""
     eff = EFFECTIVE_DEFAULT if effective is None else effective
-    return Request(alpha, delta or None, risk, allow_empty, grouped, eff)
+    return Request(
+        alpha,
+        delta=delta or None,
+        risk=risk,
+        allow_empty=allow_empty,
+        grouped=grouped,
+        effective=eff,
+    )
 
 
 @dataclass(frozen=True)
@@ -220,19 +227,19 @@ class Calibrated:
             f = self._fnr(req.grouped, req.eff)
             pool = f.pool_of(g, req.alpha)
             return Threshold(
-                f.lam(req.alpha, g),
-                f.unattainable(req.alpha, g),
-                g,
-                pool,
-                f.curve(g, req.alpha).n,
+                value=f.lam(req.alpha, g),
+                why=f.unattainable(req.alpha, g),
+                group=g,
+                pool=pool,
+                n=f.curve(g, req.alpha).n,
             )
         m = self._mondrian(req.grouped, req.eff)
         return Threshold(
-            m.tau(req.alpha, req.pac, g),
-            m.unattainable(req.alpha, req.pac, g),
-            g,
-            m.pool_of(g, req.alpha, req.pac),
-            m.pool(req.alpha, req.pac, g)[1],
+            value=m.tau(req.alpha, req.pac, g),
+            why=m.unattainable(req.alpha, req.pac, g),
+            group=g,
+            pool=m.pool_of(g, req.alpha, req.pac),
+            n=m.pool(req.alpha, req.pac, g)[1],
         )
 
     def thresholds(self, req: Request, groups: np.ndarray) -> np.ndarray:

@@ -69,4 +69,6 @@ def fit_temperature(qidx, cost, gold, grid=None, refine: int = 25) -> Temperatur
     for t, f in ((math.exp(a), fa), (math.exp(b), fb)):
         if f < best:
             best_t, best = t, f
-    return TemperatureFit(best_t, best, grid, losses, i in (0, len(grid) - 1))
+    return TemperatureFit(
+        T=best_t, loss=best, grid=grid, losses=losses, at_edge=i in (0, len(grid) - 1)
+    )

@@ -47,7 +47,14 @@ class Variant:
     effective: bool = EFFECTIVE_DEFAULT  # calibrate on conformal/effective.py's scores
 
     def request(self, alpha: float) -> Request:
-        return Request(alpha, self.delta, self.risk, self.allow_empty, self.grouped, self.effective)
+        return Request(
+            alpha,
+            delta=self.delta,
+            risk=self.risk,
+            allow_empty=self.allow_empty,
+            grouped=self.grouped,
+            effective=self.effective,
+        )
 
 
 def table_scores(t: CandidateTable, spec: Mapping) -> np.ndarray:
@@ -95,7 +102,7 @@ class Row:
         return self.ecr_hi < 1 - self.alpha - 1e-12
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class Diagnosis:
     method: str
     ks_statistic: float
@@ -106,7 +113,7 @@ class Diagnosis:
     widths: dict  # alpha -> {"question": width, "template": width} of the test interval
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class DeployedResults:
     rows: list[Row]
     diagnoses: list[Diagnosis]
@@ -160,7 +167,17 @@ def deployed(
     n_cal = next(iter(cal.values())).n if cal else 0
     n_test = next(iter(test.values())).n if test else 0
     names = list(dict.fromkeys(v.name for v in variants))
-    return DeployedResults(rows, diagnoses, names, list(alphas), n_cal, n_test, boot, seed, draws)
+    return DeployedResults(
+        rows=rows,
+        diagnoses=diagnoses,
+        methods=names,
+        alphas=list(alphas),
+        n_cal=n_cal,
+        n_test=n_test,
+        boot=boot,
+        seed=seed,
+        draws=draws,
+    )
 
 
 def _row(v, alpha, c, t, calibrated, counter, top, cal_top, boot, seed, draws, hints) -> Row:
@@ -287,11 +304,11 @@ def _diagnose(v, alphas, c, t, calibrated, counter, boot, seed) -> Diagnosis:
         widths[float(a)] = {"question": qhi - qlo, "template": thi - tlo}
     tests = [x.to_dict() for x in holm(tests)]
     return Diagnosis(
-        v.name,
-        float(ks.statistic),
-        float(ks.pvalue),
-        float(np.isfinite(s_c).mean()),
-        float(np.isfinite(s_t).mean()),
-        tests,
-        widths,
+        method=v.name,
+        ks_statistic=float(ks.statistic),
+        ks_p=float(ks.pvalue),
+        recall_cal=float(np.isfinite(s_c).mean()),
+        recall_test=float(np.isfinite(s_t).mean()),
+        miscoverage=tests,
+        widths=widths,
     )

@@ -22,7 +22,7 @@ from cpr_neo4j.errors import BadInput
 CHUNK = 100  # bootstrap replicates per numpy batch (bounds memory on big splits)
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class MiscoverageTest:
     alpha: float
     n_cal: int
@@ -53,9 +53,17 @@ def miscoverage_test(cal_miss, test_miss, alpha: float) -> MiscoverageTest:
     p_f = float(stats.fisher_exact([[mc, c.size - mc], [mt, t.size - mt]]).pvalue)
     p_b = float(stats.binomtest(mt, t.size, alpha, alternative="greater").pvalue)
     return MiscoverageTest(
-        float(alpha), c.size, t.size, mc, mt, mc / c.size, mt / t.size, p_f, p_b,
-        p_f < 0.05 or p_b < 0.05,
-    )  # fmt: skip
+        alpha=float(alpha),
+        n_cal=c.size,
+        n_test=t.size,
+        miss_cal=mc,
+        miss_test=mt,
+        rate_cal=mc / c.size,
+        rate_test=mt / t.size,
+        p_fisher=p_f,
+        p_binom=p_b,
+        flag=p_f < 0.05 or p_b < 0.05,
+    )
 
 
 def _clusters(clusters, n: int) -> tuple[np.ndarray, int]:
@@ -194,7 +202,7 @@ def held_share(
     return held / draws
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class AnswerMetrics:
     n: int  # questions with at least one gold answer (the others are left out)
     n_no_gold: int
@@ -243,12 +251,25 @@ def answer_metrics(size, n_in_set, n_gold, covered, top_correct) -> AnswerMetric
     bins = [ng == 1, (ng >= 2) & (ng <= 5), ng > 5]
     by = [(mean(cov[b]), int(b.sum())) for b in bins]
     return AnswerMetrics(
-        int(keep.sum()), int((~keep).sum()), mean(rec), mean(prec), mean(f1), mean(top),
-        mean(cov), mean(size),
-        float(np.median(size)) if size.size else float("nan"),
-        float(np.percentile(size, 90)) if size.size else float("nan"),
-        mean(size == 0), 1 - mean(rec), *by[0], *by[1], *by[2],
-    )  # fmt: skip
+        n=int(keep.sum()),
+        n_no_gold=int((~keep).sum()),
+        recall=mean(rec),
+        precision=mean(prec),
+        f1=mean(f1),
+        hits1=mean(top),
+        ecr=mean(cov),
+        apss=mean(size),
+        size_median=float(np.median(size)) if size.size else float("nan"),
+        size_p90=float(np.percentile(size, 90)) if size.size else float("nan"),
+        empty_rate=mean(size == 0),
+        fnr=1 - mean(rec),
+        ecr_gold_1=by[0][0],
+        n_gold_1=by[0][1],
+        ecr_gold_2_5=by[1][0],
+        n_gold_2_5=by[1][1],
+        ecr_gold_gt5=by[2][0],
+        n_gold_gt5=by[2][1],
+    )
 
 
 def flat_set_stats(

@@ -199,7 +199,7 @@ def run(
     split = s.split + (f"-{s.hops}hop" if s.hops else "-all")
     out = Path(out_dir) if out_dir else results_dir(s.dataset, model_id, split)
     files = write_report(headline, out, title=f"{s.dataset} {split}")
-    return EvalOutput(headline, model_id, used, files)
+    return EvalOutput(deployed=headline, model_id=model_id, models=used, files=files)
 
 
 def _fit_only(meta: dict) -> dict:
@@ -212,23 +212,56 @@ def _variants(s: EvalSettings, specs: dict[str, dict]) -> list[Variant]:
     out: list[Variant] = []
     if cpr in specs:
         spec = specs[cpr]
-        out.append(Variant(cpr, cpr, spec, s.delta, diagnose=True))
+        out.append(Variant(name=cpr, method=cpr, spec=spec, delta=s.delta, diagnose=True))
         if s.variants:
             out += [
-                Variant(f"{cpr}, marginal (delta 0)", cpr, spec, None),
-                Variant(f"{cpr}, one threshold for all", cpr, spec, s.delta, grouped=False),
-                Variant(f"{cpr}, empty sets allowed", cpr, spec, s.delta, allow_empty=True),
-                Variant(f"{cpr}, the paper's sets (centred cost, marginal, one threshold, "
-                        "may be empty)", cpr, PREVIOUS, None, allow_empty=True, grouped=False),
-            ]  # fmt: skip
+                Variant(name=f"{cpr}, marginal (delta 0)", method=cpr, spec=spec, delta=None),
+                Variant(
+                    name=f"{cpr}, one threshold for all",
+                    method=cpr,
+                    spec=spec,
+                    delta=s.delta,
+                    grouped=False,
+                ),
+                Variant(
+                    name=f"{cpr}, empty sets allowed",
+                    method=cpr,
+                    spec=spec,
+                    delta=s.delta,
+                    allow_empty=True,
+                ),
+                Variant(
+                    name=f"{cpr}, the paper's sets (centred cost, marginal, one threshold, "
+                    "may be empty)",
+                    method=cpr,
+                    spec=PREVIOUS,
+                    delta=None,
+                    allow_empty=True,
+                    grouped=False,
+                ),
+            ]
         out += [
-            Variant(f"{cpr}, answer recall (FNR)", cpr, spec, None, risk="fnr"),
-            Variant(f"top-k ({cpr})", cpr, {"family": "id_rank"}, None, grouped=False),
-            Variant(f"top-k levels ({cpr})", cpr, {"family": "level"}, None, grouped=False),
+            Variant(
+                name=f"{cpr}, answer recall (FNR)", method=cpr, spec=spec, delta=None, risk="fnr"
+            ),
+            Variant(
+                name=f"top-k ({cpr})",
+                method=cpr,
+                spec={"family": "id_rank"},
+                delta=None,
+                grouped=False,
+            ),
+            Variant(
+                name=f"top-k levels ({cpr})",
+                method=cpr,
+                spec={"family": "level"},
+                delta=None,
+                grouped=False,
+            ),
         ]
     for name, spec in specs.items():
         if name != cpr:
-            out.append(Variant(name, name, spec, s.delta, diagnose=True))
+            out.append(Variant(name=name, method=name, spec=spec, delta=s.delta, diagnose=True))
     return out
 
 

@@ -87,7 +87,13 @@ def miss_test(calibrated: Calibrated, req: Request, test_groups, test_miss) -> M
     pmf = miss_law(pools)
     p = float(min(1.0, pmf[observed:].sum())) if pools else float("nan")
     expected = sum(nt * (n + 1 - k) / (n + 1) for n, k, nt in pools)
-    return MissTest(float(req.alpha), sum(nt for _, _, nt in pools), observed, expected, p)
+    return MissTest(
+        alpha=float(req.alpha),
+        n_test=sum(nt for _, _, nt in pools),
+        miss_test=observed,
+        expected=expected,
+        p=p,
+    )
 
 
 def holm(tests: list[MissTest], level: float = LEVEL) -> list[MissTest]:

@@ -59,18 +59,18 @@ class CandidateTable:
         )
         start = np.concatenate([[0], np.cumsum(hi - lo)])
         return CandidateTable(
-            [self.qids[i] for i in rows.tolist()],
-            self.hops[rows],
-            self.template[rows],
-            self.templates,
-            self.group[rows],
-            self.n_gold[rows],
-            start.astype(np.int64),
-            self.cost[take],
-            self.gold[take],
-            self.surprisal[take],
-            self.temperature,
-            dict(self.meta),
+            qids=[self.qids[i] for i in rows.tolist()],
+            hops=self.hops[rows],
+            template=self.template[rows],
+            templates=self.templates,
+            group=self.group[rows],
+            n_gold=self.n_gold[rows],
+            start=start.astype(np.int64),
+            cost=self.cost[take],
+            gold=self.gold[take],
+            surprisal=self.surprisal[take],
+            temperature=self.temperature,
+            meta=dict(self.meta),
         )
 
     def save(self, path: str | Path) -> None:
@@ -175,15 +175,15 @@ class TableBuilder:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
         return CandidateTable(
-            self.qids,
-            np.array(self.hops, dtype=np.int8),
-            np.array(self.template, dtype=np.int32),
-            list(self.templates),
-            np.array(self.group, dtype=np.int8),
-            np.array(self.n_gold, dtype=np.int32),
-            np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)]).astype(np.int64),
-            cat(self.cost, float),
-            cat(self.gold, bool),
-            cat(self.surprisal, np.float32),
-            self.temperature,
+            qids=self.qids,
+            hops=np.array(self.hops, dtype=np.int8),
+            template=np.array(self.template, dtype=np.int32),
+            templates=list(self.templates),
+            group=np.array(self.group, dtype=np.int8),
+            n_gold=np.array(self.n_gold, dtype=np.int32),
+            start=np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)]).astype(np.int64),
+            cost=cat(self.cost, float),
+            gold=cat(self.gold, bool),
+            surprisal=cat(self.surprisal, np.float32),
+            temperature=self.temperature,
         )

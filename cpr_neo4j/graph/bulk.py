@@ -145,7 +145,7 @@ def write_csv(dataset: Dataset, folder: Path, questions: bool = True) -> ImportF
         ).write_csv(path)
         args.append(f"--relationships={path}")
         members = dataset.subgraphs.height
-    return ImportFiles(args, delim, q.height, pairs.height + members)
+    return ImportFiles(args=args, delimiter=delim, questions=q.height, links=pairs.height + members)
 
 
 def admin_import(files: ImportFiles, folder: Path) -> subprocess.CompletedProcess:

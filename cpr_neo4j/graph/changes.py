@@ -70,7 +70,7 @@ class Changes:
         return "; ".join(parts)
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by keyword: many fields
 class Plan:
     """The deletions and renames that turn the stored dataset into the files' one."""
 
@@ -98,8 +98,14 @@ def plan(store: GraphStore, dataset: Dataset, topic_answers: bool) -> Plan:
     """Compare the files (`dataset`) with what Neo4j holds of the dataset of that name."""
     name = dataset.name
     info = store.read("dataset_info", dataset=name)
-    empty = Plan(Changes(), dataset.triples.clear(), [], pl.DataFrame(
-        schema={"id": pl.Utf8, "name": pl.Utf8}), [], [])  # fmt: skip
+    empty = Plan(
+        changes=Changes(),
+        triples=dataset.triples.clear(),
+        entities=[],
+        renames=pl.DataFrame(schema={"id": pl.Utf8, "name": pl.Utf8}),
+        questions=[],
+        relations=[],
+    )
     if not info:
         c = empty.changes
         c.new_dataset = True

@@ -14,7 +14,7 @@ from cpr_neo4j.errors import CprError, UnknownDataset
 from cpr_neo4j.graph.store import GraphStore
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # built by keyword: many fields
 class QuestionRow:
     id: str
     text: str
@@ -30,12 +30,12 @@ def questions(
     rows = store.read("questions", dataset=dataset, split=split, hops=hops)
     return [
         QuestionRow(
-            r["id"],
-            r["text"],
-            r["split"],
-            r["hops"],
-            list(r["topics"] or []),
-            list(r["answers"] or []),
+            id=r["id"],
+            text=r["text"],
+            split=r["split"],
+            hops=r["hops"],
+            topics=list(r["topics"] or []),
+            answers=list(r["answers"] or []),
         )
         for r in rows
     ]

@@ -48,7 +48,13 @@ def masked_text(text: str, choice: Choice) -> str:
 
 def from_linking(text: str, found: Linking) -> Linked:
     choices = [([t["id"] for t in c.topics], masked_text(text, c)) for c in found.choices]
-    return Linked(found.topics, list(found.notes), choices[0][1], choices, found)
+    return Linked(
+        topics=found.topics,
+        notes=list(found.notes),
+        masked=choices[0][1],
+        choices=choices,
+        linking=found,
+    )
 
 
 def link_text(
@@ -100,7 +106,14 @@ def choose(linked: Linked, retrievals: list, option: str = "--entity") -> tuple[
         f"path scored best), not {'; '.join(others)}: to choose another, give {option} its "
         f"id (e.g. {option} {other!r})"
     )
-    return i, Linked(c.topics, notes, linked.choices[i][1], linked.choices, linked.linking, i)
+    return i, Linked(
+        topics=c.topics,
+        notes=notes,
+        masked=linked.choices[i][1],
+        choices=linked.choices,
+        linking=linked.linking,
+        taken=i,
+    )
 
 
 def search_readings(retriever, choices: list, q) -> tuple:

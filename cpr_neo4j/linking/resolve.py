@@ -265,7 +265,7 @@ def _linking(index, toks, best, rule, others, noted, field_name, extra=()) -> Li
     if len(choices) > 1:
         listed = ", ".join(f"{c.topics[0]['name']} (id {c.topics[0]['id']})" for c in choices)
         notes.append(f"the names tie between {listed}: the best-scoring path decides")
-    return Linking(choices, rule, notes, others)
+    return Linking(choices=choices, rule=rule, notes=notes, others=others)
 
 
 def link(

@@ -70,4 +70,6 @@ def decide(dataset: Dataset, mode: str = "auto") -> tuple[Dataset, TopicAnswers]
             why = "auto; --topic-answers on if a question's answer can be its own entity"
         elif not on and n:
             why += "; --topic-answers on forces it"
-    return replace(dataset, topic_answers=on), TopicAnswers(n, total, on, why)
+    return replace(dataset, topic_answers=on), TopicAnswers(
+        with_topic=n, questions=total, on=on, why=why
+    )

@@ -111,7 +111,12 @@ def status() -> ServerInfo | None:
     if version is None:
         return None
     return ServerInfo(
-        s["uri"], s["http"] + "/browser/", version, pid, _log_file(), configured_memory()
+        uri=s["uri"],
+        browser=s["http"] + "/browser/",
+        version=version,
+        pid=pid,
+        log=_log_file(),
+        memory=configured_memory(),
     )
 
 

@@ -151,13 +151,13 @@ class CachedAdjacency:
         # a superset naming the same nodes, not a dict of thousands built per hop
         complete = self.complete and not ids
         return Adjacency(
-            self._id if complete else {n: self._id[n] for n in found},
-            steps,
-            src,
-            local[code] if len(code) else _EMPTY,
-            dst,
-            self._id if names else {},  # every entity named so far: a superset, not copied
-            self.id_rank if self.complete else None,
+            frontier=self._id if complete else {n: self._id[n] for n in found},
+            steps=steps,
+            src=src,
+            step=local[code] if len(code) else _EMPTY,
+            dst=dst,
+            names=self._id if names else {},
+            rank=self.id_rank if self.complete else None,
         )
 
     def _sorted_steps(self) -> tuple[list[Step], np.ndarray]:

@@ -101,7 +101,9 @@ def answer_columns(
     cands = [c for c in retrieval.candidates() if len(c.ends)]
     if not cands:
         empty = np.zeros(0)
-        return AnswerColumns([], empty, np.zeros(0, dtype=np.int8), empty)
+        return AnswerColumns(
+            named=[], cost=empty, length=np.zeros(0, dtype=np.int8), surprisal=empty
+        )
     seq_cost = np.array([c.cost for c in cands], dtype=float)
     sizes = [len(c.ends) for c in cands]
     ends = [_end_keys(c.ends) for c in cands]
@@ -158,10 +160,19 @@ def answer_columns(
     if ids is None:
         names = cands[0].ends.names
         by_id = id_rank is not None
-        cols = ucost[rank], ulen[rank], surprisal[rank]
-        return AnswerColumns(None, *cols, nodes, names, ties_by_id=by_id)
+        return AnswerColumns(
+            named=None,
+            cost=ucost[rank],
+            length=ulen[rank],
+            surprisal=surprisal[rank],
+            nodes=nodes,
+            names=names,
+            ties_by_id=by_id,
+        )
     ranked = list(map(ids.__getitem__, rank.tolist()))
-    return AnswerColumns(ranked, ucost[rank], ulen[rank], surprisal[rank], nodes)
+    return AnswerColumns(
+        named=ranked, cost=ucost[rank], length=ulen[rank], surprisal=surprisal[rank], nodes=nodes
+    )
 
 
 def rank_by_cost_then_id(costs: np.ndarray, ids: list[str]) -> np.ndarray:

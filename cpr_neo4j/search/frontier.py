@@ -193,7 +193,12 @@ class NodeBeam:
 
 def node_root(topics: np.ndarray) -> NodeBeam:
     n = len(topics)
-    return NodeBeam((), topics, np.full(n, -1, dtype=np.int64), np.zeros((n, 0), dtype=np.int64))
+    return NodeBeam(
+        path=(),
+        ends=topics,
+        preds=np.full(n, -1, dtype=np.int64),
+        chains=np.zeros((n, 0), dtype=np.int64),
+    )
 
 
 @dataclass
@@ -214,9 +219,11 @@ class NodeChildren:
         rows = slice(self.start[k], self.start[k + 1])
         preds = self.preds[rows]
         if not chains:
-            return NodeBeam(self.paths[k], self.ends[rows], preds, _NO_CHAINS)
+            return NodeBeam(
+                path=self.paths[k], ends=self.ends[rows], preds=preds, chains=_NO_CHAINS
+            )
         chains_ = np.hstack([self.chains[self.pair[rows]], preds[:, None]])
-        return NodeBeam(self.paths[k], self.ends[rows], preds, chains_)
+        return NodeBeam(path=self.paths[k], ends=self.ends[rows], preds=preds, chains=chains_)
 
 
 def expandable_nodes(beam: NodeBeam, topics: np.ndarray, topic_answers: bool) -> np.ndarray:
@@ -280,7 +287,9 @@ def expand_nodes(
     heads = start[:-1]
     parents, codes = b[heads].tolist(), s[heads].tolist()
     paths = [frontier[p].path + (adj.steps[k],) for p, k in zip(parents, codes, strict=True)]
-    return NodeChildren(paths, parents, start, v, u, pair, chains)
+    return NodeChildren(
+        paths=paths, parents=parents, start=start, ends=v, preds=u, pair=pair, chains=chains
+    )
 
 
 def _order(*keys: np.ndarray) -> np.ndarray:

@@ -155,13 +155,13 @@ def expand_open(
         for beams in kept_at
     ]
     return OpenExpansion(
-        tuple(tops),
-        tuple(float(x) for x in taus),
-        survivors[-1],
-        tuple(cut),
-        source.round_trips - trips0,
-        tuple(bound),
-        tuple(s for hop in survivors[:-1] for s in hop),
+        topics=tuple(tops),
+        taus=tuple(float(x) for x in taus),
+        sequences=survivors[-1],
+        cut=tuple(cut),
+        round_trips=source.round_trips - trips0,
+        bound=tuple(bound),
+        nearer=tuple(s for hop in survivors[:-1] for s in hop),
     )
 
 

@@ -291,10 +291,10 @@ def _search(
     names = ChainMap(*reversed(named), *([DeferredNames(namer)] if deferred else []))
     per_hop_candidates = [[_candidate(k, names) for k in hop] for hop in per_hop]
     return Retrieval(
-        topics,
-        per_hop_candidates,
-        0,
-        cycles,
+        topics=topics,
+        per_hop=per_hop_candidates,
+        round_trips=0,
+        topic_answers=cycles,
         id_rank=id_rank,
         topic_nodes=topic_nodes,
         names_deferred=deferred,

@@ -232,7 +232,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
     notes = form_note(cal, linked)
     if session.uncalibrated:  # every candidate, ranked; no threshold to cut at
         why = no_guarantee(session)
-        th = Threshold(math.inf, why, int(cols.group), "none", 0)
+        th = Threshold(value=math.inf, why=why, group=int(cols.group), pool="none", n=0)
         notes.append(f"NO GUARANTEE: {why}")
     else:
         th = calibrated.threshold(req, cols.group)

@@ -276,20 +276,20 @@ def calibrate(
     warnings = [n for n in calibrated.notes(request(0.5, delta)) if not n.startswith("groups [0]")]
     counts = dict(zip(*np.unique(calibrated.groups, return_counts=True), strict=True))
     return CalibrationResult(
-        cid,
-        model_id,
-        len(cal),
-        recall,
-        calibrated,
-        delta,
-        mode,
-        accuracy,
-        scope,
-        spec,
-        {int(g): int(c) for g, c in counts.items()},
-        warnings,
-        cal_accuracy,
-        kept,
+        id=cid,
+        model_id=model_id,
+        n=len(cal),
+        recall=recall,
+        calibrated=calibrated,
+        delta=delta,
+        linking=mode,
+        linking_accuracy=accuracy,
+        scope=scope,
+        spec=spec,
+        groups={int(g): int(c) for g, c in counts.items()},
+        warnings=warnings,
+        linked_calibration=cal_accuracy,
+        costs_kept=kept,
     )
 
 

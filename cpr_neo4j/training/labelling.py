@@ -201,7 +201,7 @@ class Candidates:
     def __call__(self, text: str) -> Shown:
         readings = link_readings(self.store, self.dataset, text, self.graph)
         if not readings:
-            return Shown(question_id(text), text, [], [], [])
+            return Shown(id=question_id(text), text=text, topics=[], topic_names=[], choices=[])
         found = [
             retrieve(
                 self.source,
@@ -237,7 +237,13 @@ class Candidates:
                     cost=float(cost),
                 )
             )
-        return Shown(question_id(text), text, topics, [names.get(t, t) for t in topics], choices)
+        return Shown(
+            id=question_id(text),
+            text=text,
+            topics=topics,
+            topic_names=[names.get(t, t) for t in topics],
+            choices=choices,
+        )
 
     def path_text(self, chain: list[str], steps, names: dict[str, str]) -> str:
         parts = [names.get(chain[0], chain[0])]

@@ -33,7 +33,9 @@ class QuestionPairs:
     ends_only: Collection[str] = ()  # entities a path ends on, never extends (cycle topics)
 
     def _pair(self, pos: EntityPath, neg: EntityPath) -> PathPair:
-        return PathPair(self.qid, self.masked_question, pos, neg)
+        return PathPair(
+            question_id=self.qid, masked_question=self.masked_question, pos=pos, neg=neg
+        )
 
     def hard(self, positives: Sequence[EntityPath]) -> list[PathPair]:
         """A positive's prefix up to hop H-1, then a last step to a non-answer."""
@@ -157,5 +159,8 @@ def candidate_pairs(
     negs = [n for n in wrong if n.end not in gold and n.steps not in pos_relpaths]
     for i, neg in enumerate(negs[:limit] if positives else []):
         pos = positives[i % len(positives)]
-        pairs.setdefault((pos.steps, neg.steps), PathPair(question_id, masked_question, pos, neg))
+        pairs.setdefault(
+            (pos.steps, neg.steps),
+            PathPair(question_id=question_id, masked_question=masked_question, pos=pos, neg=neg),
+        )
     return list(pairs.values())

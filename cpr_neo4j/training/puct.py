@@ -209,12 +209,12 @@ class PuctCollector:
                 looped = answers & set(topics)
                 gold += shortest_paths(hood.cache, topics, looped, hops, self.max_gold, rng, True)
         build = QuestionPairs(
-            hood,
-            qid,
-            masked_question,
-            gold_answers,
-            rng,
-            self.max_pairs,
+            hood=hood,
+            qid=qid,
+            masked_question=masked_question,
+            gold=gold_answers,
+            rng=rng,
+            max_pairs=self.max_pairs,
             ends_only=set(topics) if cycles else (),
         )
         if self.negatives == "random":

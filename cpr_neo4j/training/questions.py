@@ -45,12 +45,12 @@ def load(
     names = records.entity_names(store, dataset, topic_ids) if topic_ids else {}
     return [
         Question(
-            r.id,
-            r.text,
-            mask_named(r.text, [names.get(t, t) for t in r.topics]),  # as --entity masks
-            r.hops,
-            r.topics,
-            r.answers,
+            id=r.id,
+            text=r.text,
+            masked=mask_named(r.text, [names.get(t, t) for t in r.topics]),
+            hops=r.hops,
+            topics=r.topics,
+            answers=r.answers,
         )
         for r in rows
     ]
