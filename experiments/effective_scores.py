@@ -14,7 +14,7 @@ FNR, with the standard error of the mean for ECR and APSS.
 
 --test (reporting only, after the default was chosen on inner dev): calibrate on DIR's
 cal.npz (the model's calibration share, as `cpr calibrate` does) and answer the test
-split's working half (stages/eval_tables.half(id) == 0) of DIR's test.npz; one split, the
+split's working half (evaluation/eval_tables.half(id) == 0) of DIR's test.npz; one split, the
 standard errors are over questions (binomial for ECR).
 """
 

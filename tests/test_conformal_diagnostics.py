@@ -1,4 +1,4 @@
-"""Evaluation diagnostics (conformal.diagnostics)."""
+"""Evaluation diagnostics (evaluation.diagnostics)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The deployed protocol (conformal.deployed): one calibration's thresholds, every test
+"""The deployed protocol (evaluation.deployed): one calibration's thresholds, every test
 question answered with its group's; pure numbers on synthetic candidate tables."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""conformal.resample: the pooled view (re-splits) and the cal+test interval, against
+"""evaluation.resample: the pooled view (re-splits) and the cal+test interval, against
 brute-force loops that follow the documented rules."""
 
 from __future__ import annotations

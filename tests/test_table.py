@@ -1,4 +1,4 @@
-"""conformal.table: the flat candidate table evaluation reads (built, cut, merged, saved)."""
+"""evaluation.table: the flat candidate table evaluation reads (built, cut, merged, saved)."""
 
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ construction, so this is where a shift between them shows; the diagnostics look 
 
 Per (variant, alpha): ECR with a 95% interval resampling question TEMPLATES (outcomes
 cluster by template), a second one redrawing calibration templates too (tau recomputed),
-and the KGQA answer metrics (conformal/diagnostics.answer_metrics), per-hop ECR and FNR,
+and the KGQA answer metrics (evaluation/diagnostics.answer_metrics), per-hop ECR and FNR,
 and single-answer questions apart. FNR rows control the false-negative rate instead.
 An alpha whose threshold is +inf for some group is marked unattainable (those questions
-get every candidate). The pooled view (conformal/resample.resplits) and the diagnostics
+get every candidate). The pooled view (evaluation/resample.resplits) and the diagnostics
 (KS, the template-permutation test of the test split's misses that flags, and the exact
 question-level one shown beside it, each with Holm across alphas, evaluation/shift.py,
 recall on each side, interval widths) come with it.
@@ -85,7 +85,7 @@ class Row:
     fnr_lo: float
     fnr_hi: float
     apss: float
-    metrics: dict  # conformal.diagnostics.AnswerMetrics
+    metrics: dict  # evaluation.diagnostics.AnswerMetrics
     by_hops: dict  # hop count -> {"ecr", "fnr", "n"}
     single: dict  # single-answer questions: ecr, apss, n
     n_test: int

@@ -29,7 +29,7 @@ is the failure the baseline exists to show.
 Caveats, both counted where they happen. A gold-search safety cap can drop gold sequences,
 which can only raise S (a valid, more conservative score). An open-expansion safety cap
 can drop g* although it passes every threshold: that only lowers coverage, and rows whose
-thresholds reach the cut are flagged inexact (stages.hoplevel). Scores are numbers here;
+thresholds reach the cut are flagged inexact (evaluation.hoplevel). Scores are numbers here;
 nothing in this module touches Neo4j.
 """
 

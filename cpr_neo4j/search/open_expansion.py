@@ -15,7 +15,7 @@ One run serves many thresholds. The entities a sequence reaches depend on the se
 alone, so without caps the survivors at any taus' <= taus (componentwise) are exactly the
 survivors at taus whose every hop-t prefix cost is <= taus'[t] (`survivors`).
 
-Safety caps (`Caps`; stages.hoplevel sizes them to the graph), never silent: per
+Safety caps (`Caps`; evaluation.hoplevel sizes them to the graph), never silent: per
 hop the passing children are ranked by (cost, sequence) and the longest prefix of that
 ranking within `caps.sequences` sequences (and, for hops whose ends are fetched next,
 `caps.frontier` entities in the union of their ends) is kept; `cut[t]` is the cost of the

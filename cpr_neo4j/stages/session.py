@@ -153,7 +153,7 @@ def find_calibration(
 
 
 UNCALIBRATED = "none"  # the calibration id of an answer given without one
-DEFAULT_DEPTH = 2  # search depth without questions or a model (as stages.questions')
+DEFAULT_DEPTH = 2  # search depth without questions or a model (as training.questions')
 
 
 def uncalibrated(
