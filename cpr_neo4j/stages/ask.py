@@ -225,7 +225,7 @@ class Draft:
 def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> Draft:
     """The answers within the question's threshold (plus its top level unless empty sets
     were asked for) with their best paths."""
-    req, cal = session.request, session.cal
+    req, cal, info = session.request, session.cal, session.calibration
     cols = columns(retrieval, session.spec, bool(cal.get("topic_answers")))
     scores = answer_scores(cols, session.spec)
     calibrated = session.calibrated_for(linked)
@@ -239,7 +239,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
     if not th.attainable and not session.uncalibrated:
         if not session.all_candidates:
             raise Unattainable(
-                f"alpha={req.alpha:g} cannot be honoured by calibration {cal['id']} of "
+                f"alpha={req.alpha:g} cannot be honoured by calibration {info.id} of "
                 f"{session.dataset!r}: "
                 f"{th.why}; ask with a larger {session.fields['alpha']}, or set "
                 f"{session.fields['all_candidates']} for every "
@@ -247,7 +247,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
             )
         notes.append(
             f"NO GUARANTEE: {th.why}; the set is every candidate, which holds a correct "
-            f"answer for only about {percent(cal.get('recall', math.nan))} of questions "
+            f"answer for only about {percent(info.recall)} of questions "
             f"(the calibration's retrieval recall), not {percent(1 - req.alpha)}"
         )
     inside = cut_set(scores, th, req, tolerance(session.cal))  # the calibration's own
@@ -322,7 +322,7 @@ def describe(relpath: RelPath, chain: list[str], names: dict[str, str]) -> str:
 def ask_record(session: Session, d: Draft, names: dict[str, str | None] | None = None) -> dict:
     """The (:Ask) record of one drafted question (graph/records.py `save_asks`); names:
     the path entities' names as looked up for the answer (None: none known)."""
-    cal, req = session.cal, session.request
+    info, req = session.calibration, session.request
     return {
         "id": uuid.uuid4().hex[:12],
         "dataset": session.dataset,
@@ -337,8 +337,8 @@ def ask_record(session: Session, d: Draft, names: dict[str, str | None] | None =
             "allow_empty": req.allow_empty,
             "guaranteed": d.guaranteed,
             "n": d.threshold.n,
-            "model_id": cal["model"],
-            "calibration_id": cal["id"],
+            "model_id": info.model,
+            "calibration_id": info.id,
             "answer_count": len(d.answers),
             "linking": json.dumps(d.linked.record(), sort_keys=True),
             "created": datetime.now(timezone.utc).isoformat(),
@@ -398,7 +398,7 @@ NAMED_ASSUMES = (
 
 
 def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
-    cal, req = session.cal, session.request
+    info, req = session.calibration, session.request
     notes = (
         list(d.linked.notes) + d.notes + ([session.no_guarantee] if session.no_guarantee else [])
     )
@@ -420,8 +420,8 @@ def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
         answers=d.answers,
         best_outside=d.best_outside,
         ask_id=ask_id,
-        model_id=cal["model"],
-        calibration_id=cal["id"],
+        model_id=info.model,
+        calibration_id=info.id,
         browser_url=url,
         cypher=cypher,
         notes=notes,

@@ -9,8 +9,10 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from cpr_neo4j.calibration import Calibration
 from cpr_neo4j.config import cpr_home
 from cpr_neo4j.conformal.guarantee import (
     DEFAULT_DELTA,
@@ -69,6 +71,12 @@ class Session:
     # a text-linked calibration's curves for questions whose topics the user names
     named: Calibrated | None = None
     chosen: str = ""  # why this dataset answers when the request named none
+
+    @cached_property
+    def calibration(self) -> Calibration:
+        """The calibration read as a typed record (its id, model, settings); `cal` keeps
+        the node's curves, pins and canary for the checks that read them."""
+        return Calibration.of(self.cal)
 
     @property
     def uncalibrated(self) -> bool:
