@@ -55,7 +55,7 @@ def install(
 ) -> None:
     """Fetch Neo4j jars from Maven Central and write config + a random password."""
     installer.install(bolt_port, http_port, echo=click.echo, heap=heap, pagecache=pagecache)
-    click.echo(f"Installed Neo4j {server.NEO4J_VERSION} in {server.home()}")
+    click.echo(f"Installed Neo4j {installer.NEO4J_VERSION} in {server.home()}")
     click.echo(f"Credentials (0600): {credentials_file()}")
 
 
