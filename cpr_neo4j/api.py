@@ -159,7 +159,7 @@ class CPR:
         from cpr_neo4j.stages.session import find_calibration, pick_dataset
 
         name, _ = pick_dataset(self.store, dataset, model)
-        return Calibration.of(find_calibration(self.store, name, model, hops))
+        return find_calibration(self.store, name, model, hops)
 
     # -- asking ------------------------------------------------------------------------
 

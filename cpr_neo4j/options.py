@@ -11,6 +11,7 @@ from cpr_neo4j.conformal import DEFAULT_DELTA, refuse_fnr_delta
 from cpr_neo4j.errors import BadInput
 
 if TYPE_CHECKING:
+    from cpr_neo4j.calibration import Calibration
     from cpr_neo4j.graph.store import GraphStore
     from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.stages.session import Session
@@ -96,7 +97,7 @@ class AskOptions:
         self,
         store: GraphStore,
         hints: HintProvider | None = None,
-        cal: dict | None = None,
+        cal: Calibration | None = None,
         fields: dict | None = None,
     ) -> Session:
         """A session for these options (stages/session.py's checks all run); cal: the

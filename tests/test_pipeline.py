@@ -323,7 +323,7 @@ def test_ask_many_answers_like_single_asks_with_one_round_trip_per_hop_per_chunk
 
     monkeypatch.setattr(records, "save_asks", counted_save)
     monkeypatch.setattr(entity_index, "names", counted_names)
-    source, hops = session.retriever.source, session.cal["hops"]
+    source, hops = session.retriever.source, session.cal.hops
     before = source.round_trips
     got = list(ask_many(session, questions, chunk=4))
     batched = source.round_trips - before

@@ -220,6 +220,7 @@ def test_the_graph_read_whole_answers_as_queries_per_request(neo4j_settings, cli
 def test_a_changed_graph_gets_a_new_neighbour_cache(store):
     """The batch key's cache belongs to one graph fingerprint: a new fingerprint (an ingest
     changed the dataset) starts a new cache instead of answering from old rows."""
+    from cpr_neo4j.calibration import Calibration
     from cpr_neo4j.conformal.guarantee import request
     from cpr_neo4j.model.scorer import PathScorer
     from cpr_neo4j.serve.batch import SearchBatcher
@@ -231,8 +232,18 @@ def test_a_changed_graph_gets_a_new_neighbour_cache(store):
     retriever = Retriever(store, "metaqa", PathScorer.__new__(PathScorer), RetrievalSettings(2))
 
     def session(graph: str) -> Session:
-        cal = {"model": "m"}
-        return Session(store, "metaqa", cal, None, request(0.1), {}, retriever, None, graph=graph)
+        cal = Calibration.of({"id": "c", "model": "m"})
+        return Session(
+            store=store,
+            dataset="metaqa",
+            cal=cal,
+            calibrated=None,
+            request=request(0.1),
+            spec={},
+            retriever=retriever,
+            no_guarantee=None,
+            graph=graph,
+        )
 
     batcher.attach(session("g1"))
     (old,) = batcher.sources()

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 from fastapi.testclient import TestClient
 
+from cpr_neo4j.calibration import Calibration
 from cpr_neo4j.errors import Conflict, StaleCalibration
 from cpr_neo4j.graph import fingerprint
 from cpr_neo4j.graph.ingest import ingest
@@ -78,7 +79,7 @@ def test_text_linking_is_recorded_and_named_topics_have_their_own_curves(store, 
     )
     assert named.guarantee is not None and named.topics == r.topics
     # a text-linked calibration without those curves (made before them) says what to do
-    old = {k: v for k, v in dict(node).items() if not k.startswith("named_")}
+    old = Calibration.of({k: v for k, v in dict(node).items() if not k.startswith("named_")})
     with pytest.raises(Conflict, match="ask without --entity"):
         check_linking(old, "x")
     with pytest.raises(Conflict, match="ask without the `entity` field"):
@@ -218,7 +219,7 @@ def test_a_calibration_from_before_the_record_is_stale_and_says_why(store, calib
     _, cal = calibrated
     old = {k: v for k, v in _node(store, cal.id).items() if k != pins.CODE}
     with pytest.raises(StaleCalibration, match="before calibrations recorded the code"):
-        open_session(store, 0.5, dataset=NAME, cal=old)
+        open_session(store, 0.5, dataset=NAME, cal=Calibration.of(old))
 
 
 def test_the_cut_uses_the_tolerance_the_calibration_stored(store, calibrated, monkeypatch):

@@ -49,7 +49,7 @@ if job["recompute"]:  # no embedding from the calibration's disk cache: all enco
 out = []
 with GraphStore(Neo4jSettings.load()) as store:
     session = open_session(store, job["alpha"], job["dataset"], job["model"])
-    assert session.cal["id"] == job["calibration"], session.cal["id"]
+    assert session.cal.id == job["calibration"], session.cal.id
     items = [(q["text"], q["entity"]) for q in job["questions"]]
     for q, r in zip(job["questions"], ask_many(session, items, chunk=1), strict=True):
         if isinstance(r, CprError):

@@ -15,13 +15,14 @@ from cpr_neo4j.stages.ask import answer as answer_one
 from cpr_neo4j.stages.session import HTTP, find_calibration, pick_dataset
 
 if TYPE_CHECKING:
+    from cpr_neo4j.calibration import Calibration
     from cpr_neo4j.graph.store import GraphStore
     from cpr_neo4j.hints.base import HintProvider
     from cpr_neo4j.serve.batch import SearchBatcher
     from cpr_neo4j.serve.cache import ScorerPool
 
 
-def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, dict]:
+def calibration_for(store: GraphStore, req: AskRequest) -> tuple[str, Calibration]:
     """(dataset, the calibration that serves the request); Conflict when none does.
 
     The ask stage checks the same, but with one error type for everything; checking
@@ -56,12 +57,12 @@ def options_of(req: AskRequest, dataset: str, model: str) -> AskOptions:
     )
 
 
-def check_request(req: AskRequest, cal: dict) -> None:
+def check_request(req: AskRequest, cal: Calibration) -> None:
     asked = {"beam_width": req.beam_width, "active": req.active}
     diff = [
-        f"{k} {v} (calibrated with {cal.get(k)})"
+        f"{k} {v} (calibrated with {cal.pinned(k)})"
         for k, v in asked.items()
-        if v is not None and v != cal.get(k)
+        if v is not None and v != cal.pinned(k)
     ]
     if diff:
         raise Conflict("the calibration does not match this request: " + "; ".join(diff))
@@ -72,9 +73,9 @@ class CalibrationMoved(Exception):
     dataset was ingested or calibrated since: nothing was written; it is answered again."""
 
 
-def token(cal: dict) -> tuple:
+def token(cal: Calibration) -> tuple:
     """What a cached calibration was read with: its key and the dataset's state then."""
-    return cal["id"], cal.get("created"), cal.get("graph_now"), cal.get("newest")
+    return cal.id, cal.created, cal.graph_now, cal.newest
 
 
 class CalibrationCache:
@@ -86,7 +87,7 @@ class CalibrationCache:
     answered under an entry is given only after a fresh read confirms the entry."""
 
     def __init__(self) -> None:
-        self._cals: dict[tuple, tuple[str, dict]] = {}
+        self._cals: dict[tuple, tuple[str, Calibration]] = {}
 
     def answer(self, store: GraphStore, req: AskRequest, run: Callable) -> AskResponse:
         """run(dataset, cal, expect) answers the request; expect: None or what its :Ask
@@ -97,9 +98,7 @@ class CalibrationCache:
         if held is not None:
             dataset, cal = held
             try:
-                return run(
-                    dataset, cal, {"graph_now": cal.get("graph_now"), "newest": cal.get("newest")}
-                )
+                return run(dataset, cal, {"graph_now": cal.graph_now, "newest": cal.newest})
             except CalibrationMoved:
                 pass
             except CprError as exc:
@@ -107,7 +106,7 @@ class CalibrationCache:
                     raise
             self._cals.pop(key, None)
         dataset, cal = calibration_for(store, req)
-        if req.dataset and cal.get("newest") is not None:
+        if req.dataset and cal.newest is not None:
             if len(self._cals) >= MAX_CACHED:
                 self._cals.clear()
             self._cals[key] = (dataset, cal)
@@ -157,7 +156,7 @@ def answer(
     with `cache` (and `writer`, which checks its entries), the calibration held from an
     earlier request serves it."""
 
-    def run(dataset: str, cal: dict, expect: dict | None) -> AskResponse:
+    def run(dataset: str, cal: Calibration, expect: dict | None) -> AskResponse:
         return _answer(store, pool, req, hints, writer, batcher, dataset, cal, expect)
 
     if cache is None or writer is None:
@@ -173,12 +172,12 @@ def _answer(
     writer: AskWriter | None,
     batcher: SearchBatcher | None,
     dataset: str,
-    cal: dict,
+    cal: Calibration,
     expect: dict | None,
 ) -> AskResponse:
     check_request(req, cal)
-    with pool.lease(cal["model"]):  # open_session builds its retriever with a scorer
-        session = options_of(req, dataset, cal["model"]).open(store, hints, cal, HTTP)
+    with pool.lease(cal.model):  # open_session builds its retriever with a scorer
+        session = options_of(req, dataset, cal.model).open(store, hints, cal, HTTP)
         if writer is not None:
             session.save = writer.saver(store, expect)
         if batcher is None:

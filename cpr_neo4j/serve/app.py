@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cpr_neo4j.calibration import Calibration
 from cpr_neo4j.config import Neo4jSettings
 from cpr_neo4j.errors import CprError
 from cpr_neo4j.graph import entity_index, fingerprint, records
@@ -173,14 +174,15 @@ def _warm(holder: StoreHolder, pool: ScorerPool, batcher: SearchBatcher | None) 
     try:
         store = holder.get()
         for dataset in records.calibrated_datasets(store):
-            cal = records.latest_calibration(store, dataset)
-            if cal is not None:
-                with pool.lease(cal["model"]):
-                    log.info("loaded model %s for dataset %s", cal["model"], dataset)
-                entity_index.get(store, dataset, cal.get("graph_now"))
+            node = records.latest_calibration(store, dataset)
+            if node is not None:
+                cal = Calibration.of(node)
+                with pool.lease(cal.model):
+                    log.info("loaded model %s for dataset %s", cal.model, dataset)
+                entity_index.get(store, dataset, cal.graph_now)
                 if batcher is not None:
-                    graph = fingerprint.current(store, dataset, cal.get("graph_now"))
-                    batcher.whole_graph(store, dataset, cal["fanout_cap"], graph)
+                    graph = fingerprint.current(store, dataset, cal.graph_now)
+                    batcher.whole_graph(store, dataset, cal.fanout_cap, graph)
     except Exception as exc:  # the server still starts: requests load on demand or answer 503
         log.warning("could not preload a model: %s", exc)
 

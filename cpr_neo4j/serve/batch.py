@@ -90,7 +90,7 @@ class SearchBatcher:
 
     def attach(self, session: Session) -> None:
         r = session.retriever
-        model = session.cal["model"]
+        model = session.cal.model
         # The provider's identity only when there is one: each session without hints gets
         # a NoHints of its own, and keying on it gave every request a batch (and a neighbour
         # cache) of its own, so nothing was batched or cached across requests.

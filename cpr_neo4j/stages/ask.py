@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from cpr_neo4j.calibration import Calibration
 from cpr_neo4j.config import local_server_settings
 from cpr_neo4j.conformal.guarantee import Threshold, cut_set
 from cpr_neo4j.conformal.mondrian import group_floor
@@ -28,7 +29,7 @@ from cpr_neo4j.search.base import RelPath
 from cpr_neo4j.search.treeg import Retrieval
 from cpr_neo4j.stages.retrieval import Retriever
 from cpr_neo4j.stages.scoring import answer_scores, columns
-from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session, tolerance
+from cpr_neo4j.stages.session import TEXT, Session, check_linking, open_session
 from cpr_neo4j.text import cvt_label, is_mid
 
 
@@ -155,11 +156,11 @@ def _answer_chunk(session: Session, pending: list[tuple[str, Entity]]) -> list:
     return [out[i] for i in range(len(pending))]
 
 
-def form_note(cal: dict, linked: Linked) -> list[str]:
+def form_note(cal: Calibration, linked: Linked) -> list[str]:
     """A note when the question names its topic unlike the calibration questions did: the
     guarantee measured that linking on questions written the calibration's way."""
-    share, rule = cal.get("bracketed"), getattr(linked.linking, "rule", "")
-    if cal.get("linking") != TEXT or share is None or rule == "named":
+    share, rule = cal.bracketed, getattr(linked.linking, "rule", "")
+    if cal.linking != TEXT or share is None or rule == "named":
         return []
     if rule == "bracketed" and share < 0.5:
         return [f"the calibration's questions were plain text ({1 - share:.0%}); this one names "
@@ -188,7 +189,7 @@ def no_guarantee(session: Session) -> str:
     at = f"alpha={req.alpha:g}" + (f", delta={req.pac:g}" if req.pac else "")
     return (
         f"dataset {session.dataset!r} has no calibration, so these are every candidate ranked "
-        f"by {cal['scorer']}, with no promise that a right answer is among them. A guarantee "
+        f"by {cal.scorer}, with no promise that a right answer is among them. A guarantee "
         f"at {at} needs at least {n} labelled calibration questions whose answer the graph "
         f"reaches ({per_group} per group for a threshold of each hop count's own)"
         + (
@@ -197,7 +198,7 @@ def no_guarantee(session: Session) -> str:
             if labelled > n
             else ""
         )
-        + f"; next: {cal['next_step']}"
+        + f"; next: {cal.next_step}"
     )
 
 
@@ -225,11 +226,11 @@ class Draft:
 def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> Draft:
     """The answers within the question's threshold (plus its top level unless empty sets
     were asked for) with their best paths."""
-    req, cal, info = session.request, session.cal, session.calibration
-    cols = columns(retrieval, session.spec, bool(cal.get("topic_answers")))
+    req, info = session.request, session.cal
+    cols = columns(retrieval, session.spec, info.topic_answers)
     scores = answer_scores(cols, session.spec)
     calibrated = session.calibrated_for(linked)
-    notes = form_note(cal, linked)
+    notes = form_note(info, linked)
     if session.uncalibrated:  # every candidate, ranked; no threshold to cut at
         why = no_guarantee(session)
         th = Threshold(value=math.inf, why=why, group=int(cols.group), pool="none", n=0)
@@ -250,7 +251,7 @@ def _cut(session: Session, text: str, linked: Linked, retrieval: Retrieval) -> D
             f"answer for only about {percent(info.recall)} of questions "
             f"(the calibration's retrieval recall), not {percent(1 - req.alpha)}"
         )
-    inside = cut_set(scores, th, req, tolerance(session.cal))  # the calibration's own
+    inside = cut_set(scores, th, req, info.tolerance)  # the calibration's own
     relpaths: dict[str, RelPath] = {}
 
     def answer_at(rank: int, k: int) -> Answer:
@@ -322,7 +323,7 @@ def describe(relpath: RelPath, chain: list[str], names: dict[str, str]) -> str:
 def ask_record(session: Session, d: Draft, names: dict[str, str | None] | None = None) -> dict:
     """The (:Ask) record of one drafted question (graph/records.py `save_asks`); names:
     the path entities' names as looked up for the answer (None: none known)."""
-    info, req = session.calibration, session.request
+    info, req = session.cal, session.request
     return {
         "id": uuid.uuid4().hex[:12],
         "dataset": session.dataset,
@@ -398,7 +399,7 @@ NAMED_ASSUMES = (
 
 
 def _result(session: Session, d: Draft, ask_id: str) -> AskResult:
-    info, req = session.calibration, session.request
+    info, req = session.cal, session.request
     notes = (
         list(d.linked.notes) + d.notes + ([session.no_guarantee] if session.no_guarantee else [])
     )

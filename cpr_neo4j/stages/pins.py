@@ -14,14 +14,16 @@ guarantee under --allow-stale, naming what changed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cpr_neo4j.conformal import mondrian, scores, threshold
 from cpr_neo4j.linking import named, resolve
 from cpr_neo4j.search import candidates, treeg
+
+if TYPE_CHECKING:
+    from cpr_neo4j.calibration import Calibration
 
 CODE = "code"  # the calibration's property: JSON of every pin's value at calibration
 
@@ -78,18 +80,16 @@ def current() -> dict[str, Any]:
     return {p.key: p.now() for p in PINS}
 
 
-def changed(cal: dict) -> str | None:
+def changed(cal: Calibration) -> str | None:
     """Why this code no longer makes the calibration's candidates and cuts, or None."""
-    raw = cal.get(CODE)
-    if not raw:
+    if cal.code is None:
         return (
             "it was made before calibrations recorded the code they were made with (linker "
             "rules, tie limits, TreeG budget, candidate, group and score rules, tolerance), "
             "so this cpr cannot tell whether they still hold"
         )
-    made = json.loads(raw)
-    if cal.get("tolerance") is not None:  # the value the cut uses (stages/session.tolerance)
-        made["tolerance"] = cal["tolerance"]
+    # the tolerance the cut uses is the one stored with the calibration
+    made = {**cal.code, "tolerance": cal.tolerance}
     now = current()
     diff = [
         f"{p.what} was {made.get(p.key)!r} at calibration and is {now[p.key]!r} now"

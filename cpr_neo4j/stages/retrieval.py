@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cpr_neo4j.config import cpr_home
 from cpr_neo4j.errors import BadInput, Conflict, CprError
@@ -20,6 +20,9 @@ from cpr_neo4j.hints.llm import OpenAIHints, VllmHints
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.search.base import NeighbourSource
 from cpr_neo4j.search.treeg import Job, Retrieval, retrieve, retrieve_many
+
+if TYPE_CHECKING:
+    from cpr_neo4j.calibration import Calibration
 
 # Relations around the topic entity for the hint prompt: entities looked at per hop beyond
 # the first (sorted ids, so the list is reproducible); hubs would otherwise cost seconds.
@@ -51,14 +54,14 @@ class RetrievalSettings:
         return key
 
 
-def check_scope(cal: dict) -> None:
+def check_scope(cal: Calibration) -> None:
     """`cpr ask` / `cpr serve` answer a new question, which has no subgraph of its own: a
     calibration made inside per-question subgraphs does not cover that retrieval."""
-    if (cal.get("scope") or GRAPH) == SUBGRAPH:
+    if cal.scope == SUBGRAPH:
         raise Conflict(
-            f"calibration {cal.get('id')} answered each question inside its own subgraph "
+            f"calibration {cal.id} answered each question inside its own subgraph "
             "(--scope subgraph), which a new question does not have: run `cpr calibrate "
-            f"{cal.get('dataset')} --scope graph` to calibrate retrieval over the whole graph"
+            f"{cal.dataset} --scope graph` to calibrate retrieval over the whole graph"
         )
 
 

@@ -5,14 +5,13 @@ settings, scope, graph fingerprint, entity linking and the scorer canary."""
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
-from cpr_neo4j.calibration import Calibration
+from cpr_neo4j.calibration import NAMED, UNCALIBRATED, Calibration
 from cpr_neo4j.config import cpr_home
 from cpr_neo4j.conformal.guarantee import (
     DEFAULT_DELTA,
@@ -21,7 +20,6 @@ from cpr_neo4j.conformal.guarantee import (
     request,
     serving,
 )
-from cpr_neo4j.conformal.threshold import TOLERANCE
 from cpr_neo4j.errors import Conflict, CprError, StaleCalibration
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.fingerprint import stale_reason
@@ -57,7 +55,7 @@ PINNED = (
 class Session:
     store: GraphStore
     dataset: str
-    cal: dict
+    cal: Calibration
     calibrated: Calibrated
     request: Request
     spec: dict  # the calibration's score family
@@ -72,16 +70,10 @@ class Session:
     named: Calibrated | None = None
     chosen: str = ""  # why this dataset answers when the request named none
 
-    @cached_property
-    def calibration(self) -> Calibration:
-        """The calibration read as a typed record (its id, model, settings); `cal` keeps
-        the node's curves, pins and canary for the checks that read them."""
-        return Calibration.of(self.cal)
-
     @property
     def uncalibrated(self) -> bool:
         """No calibration: ranked candidates without a guarantee (find_calibration)."""
-        return bool(self.cal.get("uncalibrated"))
+        return self.cal.uncalibrated
 
     def calibrated_for(self, linked: Any) -> Calibrated:
         """The curves that cover this question: the named-topic ones when the user named
@@ -141,32 +133,32 @@ def find_calibration(
     model_id: str | None,
     hops: int | None,
     fields: dict | None = None,
-) -> dict:
+) -> Calibration:
     """The calibration that serves this request (conformal.serving's rules); fields: how
     messages name the request's options (CLI flags when None). A dataset with no
     calibration at all (of `model_id`, when named) is answered without a guarantee: its
     stand-in (`uncalibrated`) says so."""
     try:
-        return serving(
+        node = serving(
             lambda hf: records.latest_calibration(store, dataset, model_id, hf),
             dataset,
             hops,
             model_id,
             fields=fields,
         )
+        return Calibration.of(node)
     except CprError:
         if records.latest_calibration(store, dataset, model_id, None) is not None:
             raise  # calibrated, but not for this request: serving's message says how
     return uncalibrated(store, dataset, model_id, hops, fields or CLI)
 
 
-UNCALIBRATED = "none"  # the calibration id of an answer given without one
 DEFAULT_DEPTH = 2  # search depth without questions or a model (as training.questions')
 
 
 def uncalibrated(
     store: GraphStore, dataset: str, model_id: str | None, hops: int | None, fields: dict
-) -> dict:
+) -> Calibration:
     """What stands in for a calibration on a dataset without one: the newest CPR model
     trained on it (`model_id` when named), else the semantic scorer V_sem (Abl.1, saved so
     that every process loads it by id); the dataset's next step for a guarantee."""
@@ -199,22 +191,27 @@ def uncalibrated(
             f"still no guarantee); for a guarantee, label questions: "
             f"{records.label_steps(dataset)}"
         )
-    return {
-        "id": UNCALIBRATED,
-        "uncalibrated": True,
-        "model": model,
-        "scorer": kind,
-        "next_step": step,
-        "dataset": dataset,
-        "hops": depth,
-        "beam_width": 32,
-        "active": 32,
-        "fanout_cap": DEFAULT_FANOUT_CAP,
-        "hint_beta": 0.0,
-        "topic_answers": bool(info.get("topic_answers")),
-        "score_family": json.dumps(spec, sort_keys=True),
-        "linking": TEXT,
-    }
+    return Calibration(
+        id=UNCALIBRATED,
+        uncalibrated=True,
+        model=model,
+        scorer=kind,
+        next_step=step,
+        dataset=dataset,
+        n=0,
+        hops=depth,
+        question_hops=None,
+        delta=None,
+        recall=math.nan,
+        scope="graph",
+        beam_width=32,
+        active=32,
+        fanout_cap=DEFAULT_FANOUT_CAP,
+        hint_beta=0.0,
+        topic_answers=bool(info.get("topic_answers")),
+        score_family=spec,
+        linking=TEXT,
+    )
 
 
 BEST_PATH = {"family": "centred", "centre": 0.0}  # an answer's best path's cost: no parameter
@@ -246,9 +243,9 @@ def _model_of(store: GraphStore, dataset: str, model_id: str | None, fields: dic
     return node
 
 
-def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
+def check_settings(cal: Calibration, wanted: RetrievalSettings) -> None:
     """Refuse a calibration made with other retrieval or hint settings: no guarantee then."""
-    pinned = {k: cal.get(k) for k in PINNED}
+    pinned = {k: cal.pinned(k) for k in PINNED}
     asked = {k: getattr(wanted, k) for k in pinned}
     diff = [
         f"{k} {asked[k]} (calibrated with {pinned[k]})"
@@ -263,21 +260,17 @@ def check_settings(cal: dict, wanted: RetrievalSettings) -> None:
         )
 
 
-NAMED = "named_"  # prefix of a text-linked calibration's curves for named topics
-
-
-def calibrated_of(cal: dict, named: bool = False) -> Calibrated:
-    key = f"{cal['id']}@{cal.get('created')}" + (":named" if named else "")
+def calibrated_of(cal: Calibration, named: bool = False) -> Calibrated:
+    """The calibration's curves (the named-topic ones when `named`), built once a process."""
+    key = cal.key + (":named" if named else "")
     if key not in _CALIBRATED:
         if len(_CALIBRATED) > 32:
             _CALIBRATED.clear()
-        node = {**cal, **{k[len(NAMED) :]: v for k, v in cal.items() if k.startswith(NAMED)}}
-        _CALIBRATED[key] = Calibrated.from_node(node if named else cal)
+        node = cal.node
+        if named:
+            node = {**node, **{k[len(NAMED) :]: v for k, v in node.items() if k.startswith(NAMED)}}
+        _CALIBRATED[key] = Calibrated.from_node(node)
     return _CALIBRATED[key]
-
-
-def has_named(cal: dict) -> bool:
-    return cal.get("linking") == TEXT and f"{NAMED}q_scores" in cal
 
 
 def open_session(
@@ -293,7 +286,7 @@ def open_session(
     delta: float | None = DEFAULT_DELTA,
     all_candidates: bool = False,
     allow_stale: bool = False,
-    cal: dict | None = None,
+    cal: Calibration | None = None,
     risk: str = "coverage",
     allow_empty: bool = False,
     grouped: bool = True,
@@ -309,26 +302,26 @@ def open_session(
     req = request(alpha, delta, risk, allow_empty, grouped, effective)
     mode = hints.mode if hints is not None and hints.mode != "none" else "none"
     wanted = RetrievalSettings(
-        hops=cal["hops"],
-        beam_width=beam_width or cal["beam_width"],
-        active=active or cal["active"],
-        fanout_cap=cal["fanout_cap"],
+        hops=cal.hops,
+        beam_width=beam_width or cal.beam_width,
+        active=active or cal.active,
+        fanout_cap=cal.fanout_cap,
         hint_mode=mode,
-        hint_beta=(hint_beta if hint_beta is not None else cal["hint_beta"])
+        hint_beta=(hint_beta if hint_beta is not None else cal.hint_beta)
         if mode != "none"
         else 0.0,
         hint_prompt=hints.prompt if hints is not None and mode != "none" else "",
-        topic_answers=bool(cal.get("topic_answers", False)),
+        topic_answers=cal.topic_answers,
     )
-    if cal.get("uncalibrated"):  # ranked candidates, said to carry no guarantee
+    if cal.uncalibrated:  # ranked candidates, said to carry no guarantee
         return Session(
             store=store,
             dataset=dataset,
             cal=cal,
             calibrated=Calibrated([], [], {"qidx": [], "score": [], "n_gold": []}, {"n": 0}),
             request=req,
-            spec=json.loads(cal["score_family"]),
-            retriever=Retriever(store, dataset, scorer_for(cal["model"]), wanted, hints),
+            spec=cal.score_family,
+            retriever=Retriever(store, dataset, scorer_for(cal.model), wanted, hints),
             no_guarantee=None,
             all_candidates=True,
             graph=fingerprint.current(store, dataset),
@@ -337,39 +330,38 @@ def open_session(
         )
     check_settings(cal, wanted)
     check_scope(cal)  # a new question has no subgraph of its own
-    graph = fingerprint.current(store, dataset, cal.get("graph_now"))
+    graph = fingerprint.current(store, dataset, cal.graph_now)
     # the graph, and the code's rules (linker, ties, candidates, groups, cuts): all said
-    reasons = (stale_reason(cal.get("graph_fingerprint"), graph), pins.changed(cal))
+    reasons = (stale_reason(cal.graph_fingerprint, graph), pins.changed(cal))
     stale = "; ".join(r for r in reasons if r) or None
     if stale and not allow_stale:
         raise StaleCalibration(
-            f"calibration {cal['id']} no longer fits dataset {dataset!r}: {stale}; run "
+            f"calibration {cal.id} no longer fits dataset {dataset!r}: {stale}; run "
             f"`cpr calibrate {dataset}` again (or set {fields['allow_stale']} to answer "
             "without a guarantee)"
         )
     calibrated = calibrated_of(cal)
-    scorer = scorer_for(cal["model"])  # `cpr serve` lends a loaded one
-    key = (f"{cal['id']}@{cal.get('created')}", id(scorer))
-    if key not in _CANARY_OK:
-        spec = json.loads(cal.get("score_family") or "{}")  # the slack follows its T
-        items = json.loads(cal.get("canary") or "[]")
-        canary.check(scorer, items, cal["id"], tolerance(cal), spec, remember=key[0])
+    scorer = scorer_for(cal.model)  # `cpr serve` lends a loaded one
+    key = (cal.key, id(scorer))
+    if key not in _CANARY_OK:  # the slack follows the score family's T
+        canary.check(
+            scorer, list(cal.canary), cal.id, cal.tolerance, cal.score_family, remember=cal.key
+        )
         _CANARY_OK.add(key)
     note = (
         f"STALE CALIBRATION, NO GUARANTEE: {stale}; run `cpr calibrate {dataset}`"
         if stale
         else None
     )
-    spec = json.loads(cal["score_family"])
     retriever = Retriever(store, dataset, scorer, wanted, hints)
-    named = calibrated_of(cal, named=True) if has_named(cal) else None
+    named = calibrated_of(cal, named=True) if cal.named else None
     return Session(
         store=store,
         dataset=dataset,
         cal=cal,
         calibrated=calibrated,
         request=req,
-        spec=spec,
+        spec=cal.score_family,
         retriever=retriever,
         no_guarantee=note,
         all_candidates=all_candidates,
@@ -380,28 +372,20 @@ def open_session(
     )
 
 
-def tolerance(cal: dict) -> float:
-    """The cut's tolerance the calibration was made with (what its guarantee argument
-    assumed; older calibrations stored the same 1e-4 this code has)."""
-    stored = cal.get("tolerance")
-    return float(stored) if stored is not None else TOLERANCE
-
-
-def check_linking(cal: dict, entity: object, field: str = "--entity") -> None:
+def check_linking(cal: Calibration, entity: object, field: str = "--entity") -> None:
     """The guarantee covers the linking the calibration used: a gold-linked one covers
     named topics only; a text-linked one covers the question text, and named topics too
     when it stored curves for them (`cpr calibrate` does since they exist)."""
-    calibrated = cal.get("linking") or GOLD
-    if not entity and calibrated == GOLD:
+    if not entity and cal.linking == GOLD:
         raise Conflict(
-            f"calibration {cal['id']} used the dataset's gold topic entities, so it covers "
+            f"calibration {cal.id} used the dataset's gold topic entities, so it covers "
             f"questions whose topic entity is named: give {field} (a name or an id), or run "
-            f"`cpr calibrate {cal.get('dataset')} --linking text` to cover linking from the "
+            f"`cpr calibrate {cal.dataset} --linking text` to cover linking from the "
             "question text"
         )
-    if entity and calibrated == TEXT and not has_named(cal):
+    if entity and cal.linking == TEXT and not cal.named:
         raise Conflict(
-            f"calibration {cal['id']} links topic entities from the question text and "
+            f"calibration {cal.id} links topic entities from the question text and "
             f"predates the curves for named topics: ask without {field} (the text is "
-            f"linked), or run `cpr calibrate {cal.get('dataset')}` again"
+            f"linked), or run `cpr calibrate {cal.dataset}` again"
         )
