@@ -400,3 +400,48 @@ def test_generator_output_is_the_committed_file(tmp_path):
     assert (tmp_path / "q.jsonl").read_bytes() == QUESTIONS.read_bytes()
     assert QUESTIONS.stat().st_size < 1_000_000
     assert REPO in QUESTIONS.parents
+
+
+@pytest.mark.neo4j
+def test_questions_added_to_a_graph_ingested_alone_decide_the_setting(store, ingested):
+    """The own-graph path: a graph without questions decides nothing (off), so the first
+    labelled questions added with `--questions` decide it (on here, the fingerprint moves);
+    adding them again changes nothing; `--topic-answers off` on that path sets it off. A graph
+    ingested with its questions keeps its decision when more are added."""
+    from click.testing import CliRunner
+
+    from cpr_neo4j.cli.main import cli
+    from cpr_neo4j.graph import fingerprint, records
+
+    triples, questions, rows, _ = ingested
+    alone = NAME + "_alone"
+    drop_dataset(store, alone)
+
+    def run(*args: str) -> str:
+        out = CliRunner().invoke(cli, list(args))
+        assert out.exit_code == 0, out.output
+        return " ".join(out.stdout.split())
+
+    try:
+        said = run("ingest", alone, "--triples", str(triples))
+        assert "no questions to decide from: topic answers off" in said
+        assert records.topic_answers(store, alone) is False
+        before = fingerprint.current(store, alone)
+        n = sum(r["topics"][0] in r["answers"] for r in rows)
+        said = run("ingest", alone, "--questions", str(questions))
+        assert f"{n} of {len(rows)} questions have a topic entity among their gold" in said
+        assert "topic answers turned on" in said and "run `cpr calibrate` again" in said
+        assert records.topic_answers(store, alone) is True
+        after = fingerprint.current(store, alone)
+        assert fingerprint.stale_reason(before, after) is not None
+        assert "turned" not in run("ingest", alone, "--questions", str(questions))
+        assert fingerprint.current(store, alone) == after
+        said = run("ingest", alone, "--questions", str(questions), "--topic-answers", "off")
+        assert "topic answers turned off" in said
+        assert records.topic_answers(store, alone) is False
+        # the dataset ingested with its questions (on): auto keeps it
+        said = run("ingest", NAME, "--questions", str(questions))
+        assert "decided when the graph was ingested with its questions" in said
+        assert records.topic_answers(store, NAME) is True
+    finally:
+        drop_dataset(store, alone)

@@ -179,7 +179,7 @@ def ingest(
     if graph_options and not from_neo4j:
         raise BadInput("--name-property, --key, --labels and --rel-types need --from-neo4j")
     if questions and not (triples or entities or source or from_neo4j):
-        _add_questions(name, questions, strict, batch_size)
+        _add_questions(name, questions, strict, batch_size, topic_answers)
         return
     read = None
     if from_neo4j:
@@ -307,11 +307,12 @@ def change_lines(name: str, report) -> list[str]:
     return lines
 
 
-def _add_questions(name: str, path: Path, strict: bool, batch_size: int) -> None:
+def _add_questions(name: str, path: Path, strict: bool, batch_size: int, mode: str) -> None:
     """`cpr ingest NAME --questions FILE` on a dataset already in Neo4j."""
     import polars as pl
 
     from cpr_neo4j.graph import ingest as writer
+    from cpr_neo4j.graph import records
     from cpr_neo4j.loaders.base import ENTITIES_SCHEMA, QUESTIONS_SCHEMA, TRIPLES_SCHEMA, Dataset
     from cpr_neo4j.loaders.triples import read_questions
 
@@ -333,10 +334,18 @@ def _add_questions(name: str, path: Path, strict: bool, batch_size: int) -> None
     )
     with open_store() as store:
         report = writer.add_questions(store, dataset, batch_size)
+        was = records.topic_answers(store, name)
+        convention = writer.settle_topic_answers(store, name, mode)
         stored = writer.counts(store, name)
     splits = ", ".join(f"{n} {s}" for s, n in stored["questions"].items())
     console.print(
         f"added {report.stages.get('questions', 0)} question(s) from {path} to {name!r} "
         f"({report.created_nodes} new; questions now: {splits}); the graph is unchanged"
     )
+    console.print(convention.message())
+    if convention.on != was:
+        console.print(
+            f"topic answers turned {'on' if convention.on else 'off'} for {name!r}: "
+            "calibrations made before no longer fit (run `cpr calibrate` again)"
+        )
     console.print(f"next: cpr train {name} (or cpr calibrate {name} with a model trained on none)")

@@ -31,7 +31,7 @@ from cpr_neo4j.graph.schema import bootstrap
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import membership_rows, write_subgraphs
 from cpr_neo4j.loaders.base import Dataset
-from cpr_neo4j.loaders.topic_answers import decide
+from cpr_neo4j.loaders.topic_answers import TopicAnswers, decide, decided
 
 Progress = Callable[[str, int], None]  # (stage, rows just written)
 
@@ -275,3 +275,25 @@ def add_questions(
     for off in range(0, len(ids), batch_size):
         store.write("mark_questions_added", dataset=dataset.name, ids=ids[off : off + batch_size])
     return report
+
+
+def settle_topic_answers(store: GraphStore, name: str, mode: str = "auto") -> TopicAnswers:
+    """Whether a topic may be its own answer, once questions were added to a graph in Neo4j
+    (`cpr ingest NAME --questions FILE`). A graph ingested without questions decided nothing
+    ("auto" had no question to count), so "auto" decides now on every question the dataset
+    holds; a graph ingested with questions keeps its decision; on/off set it. A change is
+    written to the (:Dataset) record and its fingerprint refreshed: calibrations pin it."""
+    info = records.require_dataset(store, name)
+    was = bool(info.get("topic_answers"))
+    row = store.read("questions_topic_answered", dataset=name)[0]
+    n, total = int(row["with_topic"]), int(row["questions"])
+    if mode == "auto" and info.get("questions_source"):
+        decision = TopicAnswers(with_topic=n, questions=total, on=was,
+                                why="decided when the graph was ingested with its questions; "
+                                "--topic-answers on|off changes it")  # fmt: skip
+    else:
+        decision = decided(n, total, mode)
+    if decision.on != was:
+        store.write("dataset_topic_answers", dataset=name, on=decision.on)
+        fingerprint.refresh(store, name, bump=True)
+    return decision

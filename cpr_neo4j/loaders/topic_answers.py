@@ -59,10 +59,22 @@ def decide(dataset: Dataset, mode: str = "auto") -> tuple[Dataset, TopicAnswers]
     if mode not in MODES:
         raise BadInput(f"--topic-answers takes {', '.join(MODES)}, got {mode!r}")
     n, total = count_with_topic(dataset.questions), dataset.questions.height
+    if mode == "auto" and dataset.topic_answers is not None:
+        on = dataset.topic_answers
+        decision = TopicAnswers(with_topic=n, questions=total, on=on,
+                                why=f"{dataset.name}'s convention")  # fmt: skip
+    else:
+        decision = decided(n, total, mode)
+    return replace(dataset, topic_answers=decision.on), decision
+
+
+def decided(n: int, total: int, mode: str) -> TopicAnswers:
+    """The setting from `n` of `total` questions having a topic among their gold answers
+    (auto), or as `mode` forces it."""
+    if mode not in MODES:
+        raise BadInput(f"--topic-answers takes {', '.join(MODES)}, got {mode!r}")
     if mode != "auto":
         on, why = mode == "on", f"--topic-answers {mode}"
-    elif dataset.topic_answers is not None:
-        on, why = dataset.topic_answers, f"{dataset.name}'s convention"
     else:
         on = n > 0 and n >= THRESHOLD * total
         why = f"auto: {'at least' if on else 'under'} {THRESHOLD:.0%} of questions"
@@ -70,6 +82,4 @@ def decide(dataset: Dataset, mode: str = "auto") -> tuple[Dataset, TopicAnswers]
             why = "auto; --topic-answers on if a question's answer can be its own entity"
         elif not on and n:
             why += "; --topic-answers on forces it"
-    return replace(dataset, topic_answers=on), TopicAnswers(
-        with_topic=n, questions=total, on=on, why=why
-    )
+    return TopicAnswers(with_topic=n, questions=total, on=on, why=why)
