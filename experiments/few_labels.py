@@ -14,7 +14,8 @@ calibration set, and a model is trained on them alone and on them plus `--genera
 generated questions (training's seed = the same seed). n = 0 without generated questions
 is Abl.1 (V_sem, no training), evaluated once (it has no training randomness; its
 temperature is fitted on the seed-0 training questions of the largest size). "all": one
-model on every remaining training question (at most `--all-max` rolled out).
+model a seed on every remaining training question (at most `--all-max` rolled out, sampled
+by the seed).
 
 Every finished point is appended to the JSON at once, so a run cut short keeps what it
 measured and a rerun skips the points already there. `--table` prints the markdown table:
@@ -154,8 +155,9 @@ def run_grid(a) -> None:
                     a._abl1_model = _latest(out, size, 0, seed)
             if a._abl1_model and "0|0|-1" not in done:
                 point(0, 0, -1, [], 1, methods=("abl1",))
-        if a.all:
-            point("all", 0, 0, rest, a.all_max)
+        if a.all:  # one model a seed, as every other row (its sample and training's seed)
+            for seed in seeds:
+                point("all", 0, seed, rest, a.all_max)
 
 
 def _latest(out: Path, size: int, generated: int, seed: int) -> str | None:
