@@ -17,6 +17,12 @@ temperature is fitted on the seed-0 training questions of the largest size). "al
 model a seed on every remaining training question (at most `--all-max` rolled out, sampled
 by the seed).
 
+`--dev N` chooses settings instead: N training questions are set aside (seed 4321) before
+any is drawn to train on, recorded as each model's inner dev split, and `cpr eval --split
+inner-dev` measures on them (half calibrates, half is answered, by question-id hash); the
+test split is not read. `--generated fill` adds what `cpr train` adds by default
+(1,000 - n).
+
 Every finished point is appended to the JSON at once, so a run cut short keeps what it
 measured and a rerun skips the points already there. `--table` prints the markdown table:
 mean over the seeds run (and their count), min-max in brackets.
@@ -37,6 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 ALPHAS = (0.05, 0.1, 0.3, 0.5)
 CAL_SEED = 1234
+DEV_SEED = 4321
+FILL = -1  # --generated fill: `cpr train`'s default count (stages/train.generated_count)
 
 
 def _key(p: dict) -> str:
@@ -50,13 +58,14 @@ def _load(out: Path) -> list[dict]:
 
 
 def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
-    from cpr_neo4j.evaluation.evaluate import EvalSettings, run
+    from cpr_neo4j.evaluation.evaluate import INNER_DEV, TEST, EvalSettings, run
 
     s = EvalSettings(
         a.dataset,
         alphas=ALPHAS,
         methods=methods,
         model_id=model_id,
+        split=INNER_DEV if a.dev else TEST,
         max_questions=a.max_test,
         hop_level=False,
         variants=False,
@@ -101,6 +110,10 @@ def run_grid(a) -> None:
         pool = sorted(q.id for q in qsel.load(store, a.dataset, split, None))
         cal = sorted(random.Random(CAL_SEED).sample(pool, a.cal))
         rest = sorted(set(pool) - set(cal))
+        dev: list[str] = []
+        if a.dev:  # inner dev: training questions set aside before any is drawn to train on
+            dev = sorted(random.Random(DEV_SEED).sample(rest, a.dev))
+            rest = sorted(set(rest) - set(dev))
 
         def point(size, generated, seed, training_ids, max_questions, methods=("cpr",)):
             key = f"{size}|{generated}|{seed}"
@@ -114,8 +127,9 @@ def run_grid(a) -> None:
                 s = TrainSettings(
                     a.dataset,
                     calibration_ids=tuple(cal),
+                    inner_dev_ids=tuple(dev),
                     training_ids=tuple(training_ids),
-                    generated=generated,
+                    generated=None if generated == FILL else generated,
                     max_questions=max_questions,
                     rollouts=a.rollouts,
                     epochs=a.epochs,
@@ -137,6 +151,7 @@ def run_grid(a) -> None:
                     "rollouts": a.rollouts,
                     "epochs": a.epochs,
                     "dataset": a.dataset,
+                    "dev": a.dev,
                 },  # fmt: skip
                 **ev,
             }
@@ -195,7 +210,9 @@ def table(path: Path) -> str:
     first = points[0]
     lines = [
         f"{first['settings']['dataset']}: {first['n_cal']} calibration questions (the same "
-        f"for every row), {first['n_test']} test questions; rollouts "
+        f"for every row), {first['n_test']} "
+        + ("inner dev" if first["settings"].get("dev") else "test")
+        + f" questions; rollouts "
         f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}. Each cell: "
         "ECR / APSS [min-max over seeds] / F1, mean over the seeds that attain alpha.",
         "",
@@ -215,7 +232,7 @@ def table(path: Path) -> str:
         label = "0 (Abl.1: V_sem)" if method != "CPR" else size
         hits = [p["methods"][method]["0.5"]["hits1"] for p in pts if method in p["methods"]]
         lines.append(
-            f"| {label} | {gen} | {len(pts)} | "
+            f"| {label} | {'fill (1000 - n)' if gen == FILL else gen} | {len(pts)} | "
             + " | ".join(_cell(pts, str(a), method) for a in ALPHAS)
             + f" | {statistics.mean(hits):.3f} |"
         )
@@ -228,12 +245,25 @@ def main() -> None:
     ap.add_argument("--out", default="experiments/results/few_labels/metaqa-plain.jsonl")
     ap.add_argument("--sizes", default="0,30,100,300")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--generated", type=int, default=1000)
+    ap.add_argument(
+        "--generated",
+        type=lambda v: FILL if v == "fill" else int(v),
+        default=1000,
+        help="generated questions added to each size's real ones, or 'fill' (cpr train's rule)",
+    )
     ap.add_argument("--cal", type=int, default=1000)
     ap.add_argument("--max-test", type=int, default=1000)
     ap.add_argument("--rollouts", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--boot", type=int, default=200)
+    ap.add_argument(
+        "--dev",
+        type=int,
+        default=0,
+        help="set this many training questions aside as an inner dev split and measure on it "
+        "(half calibrates, half is measured, by question-id hash), not on the test split: "
+        "for choosing settings",
+    )
     ap.add_argument("--all", action="store_true", help="also the model on every question")
     ap.add_argument("--all-max", type=int, default=2000)
     ap.add_argument("--table", metavar="JSONL", help="print the table of a results file")

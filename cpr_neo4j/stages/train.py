@@ -83,8 +83,11 @@ class TrainSettings:
     llm_url: str | None = None  # paraphrase generated questions through this server
     llm_model: str | None = None
     # explicit shares (experiments/few_labels.py): labelled question ids to calibrate on
-    # and to train on; the rest of the split is then unused (no inner dev share)
+    # and to train on; the rest of the split is then unused
     calibration_ids: tuple[str, ...] | None = None
+    # with explicit ids: questions recorded as the inner dev split (never trained on), which
+    # `cpr eval --split inner-dev` halves into calibration and measured questions
+    inner_dev_ids: tuple[str, ...] | None = None
     training_ids: tuple[str, ...] | None = None
 
 
@@ -204,12 +207,12 @@ def train(
             f"label some (`cpr label {s.dataset} questions.txt -o labelled.jsonl`)"
         )
     if s.calibration_ids is not None or s.training_ids is not None:
-        chosen = set(s.calibration_ids or ())
+        chosen, dev = set(s.calibration_ids or ()), set(s.inner_dev_ids or ())
         cal = [q for q in pool if q.id in chosen]
-        rest = [q for q in pool if q.id in set(s.training_ids or ()) - chosen]
+        rest = [q for q in pool if q.id in set(s.training_ids or ()) - chosen - dev]
         if len(rest) > s.max_questions:  # a sample: the pool's order sorts MetaQA by hops
             rest = random.Random(s.seed).sample(rest, s.max_questions)
-        inner_dev: list[qsel.Question] = []
+        inner_dev = [q for q in pool if q.id in dev - chosen]
     else:
         rest, cal = labels.reserve(pool, s.cal_share, s.seed)
         rest, inner_dev = qsel.split_off(rest, s.dev_share, s.seed + 2)
