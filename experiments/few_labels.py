@@ -58,7 +58,8 @@ def _load(out: Path) -> list[dict]:
 
 
 def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
-    from cpr_neo4j.evaluation.evaluate import INNER_DEV, TEST, EvalSettings, run
+    from cpr_neo4j.evaluation.eval_tables import INNER_DEV, TEST
+    from cpr_neo4j.evaluation.evaluate import EvalSettings, run
 
     s = EvalSettings(
         a.dataset,
