@@ -312,7 +312,6 @@ def _add_questions(name: str, path: Path, strict: bool, batch_size: int, mode: s
     import polars as pl
 
     from cpr_neo4j.graph import ingest as writer
-    from cpr_neo4j.graph import records
     from cpr_neo4j.loaders.base import ENTITIES_SCHEMA, QUESTIONS_SCHEMA, TRIPLES_SCHEMA, Dataset
     from cpr_neo4j.loaders.triples import read_questions
 
@@ -334,8 +333,7 @@ def _add_questions(name: str, path: Path, strict: bool, batch_size: int, mode: s
     )
     with open_store() as store:
         report = writer.add_questions(store, dataset, batch_size)
-        was = records.topic_answers(store, name)
-        convention = writer.settle_topic_answers(store, name, mode)
+        convention, changed = writer.settle_topic_answers(store, name, mode)
         stored = writer.counts(store, name)
     splits = ", ".join(f"{n} {s}" for s, n in stored["questions"].items())
     console.print(
@@ -343,7 +341,7 @@ def _add_questions(name: str, path: Path, strict: bool, batch_size: int, mode: s
         f"({report.created_nodes} new; questions now: {splits}); the graph is unchanged"
     )
     console.print(convention.message())
-    if convention.on != was:
+    if changed:
         console.print(
             f"topic answers turned {'on' if convention.on else 'off'} for {name!r}: "
             "calibrations made before no longer fit (run `cpr calibrate` again)"

@@ -277,12 +277,15 @@ def add_questions(
     return report
 
 
-def settle_topic_answers(store: GraphStore, name: str, mode: str = "auto") -> TopicAnswers:
+def settle_topic_answers(
+    store: GraphStore, name: str, mode: str = "auto"
+) -> tuple[TopicAnswers, bool]:
     """Whether a topic may be its own answer, once questions were added to a graph in Neo4j
     (`cpr ingest NAME --questions FILE`). A graph ingested without questions decided nothing
     ("auto" had no question to count), so "auto" decides now on every question the dataset
     holds; a graph ingested with questions keeps its decision; on/off set it. A change is
-    written to the (:Dataset) record and its fingerprint refreshed: calibrations pin it."""
+    written to the (:Dataset) record and its fingerprint refreshed: calibrations pin it.
+    Returns the decision and whether it changed the setting."""
     info = records.require_dataset(store, name)
     was = bool(info.get("topic_answers"))
     row = store.read("questions_topic_answered", dataset=name)[0]
@@ -293,7 +296,8 @@ def settle_topic_answers(store: GraphStore, name: str, mode: str = "auto") -> To
                                 "--topic-answers on|off changes it")  # fmt: skip
     else:
         decision = decided(n, total, mode)
-    if decision.on != was:
+    changed = decision.on != was
+    if changed:
         store.write("dataset_topic_answers", dataset=name, on=decision.on)
         fingerprint.refresh(store, name, bump=True)
-    return decision
+    return decision, changed
