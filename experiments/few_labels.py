@@ -135,6 +135,9 @@ def run_grid(a) -> None:
                     rollouts=a.rollouts,
                     epochs=a.epochs,
                     seed=seed,
+                    real_share=a.real_share,
+                    llm_url=a.llm_url,
+                    llm_model=a.llm_model,
                 )
                 result = train(store, s)
                 model_id, trained = result.model_id, result.figures
@@ -153,6 +156,8 @@ def run_grid(a) -> None:
                     "epochs": a.epochs,
                     "dataset": a.dataset,
                     "dev": a.dev,
+                    "real_share": a.real_share,
+                    "llm_model": a.llm_model if a.llm_url else None,
                 },  # fmt: skip
                 **ev,
             }
@@ -214,7 +219,10 @@ def table(path: Path) -> str:
         f"for every row), {first['n_test']} "
         + ("inner dev" if first["settings"].get("dev") else "test")
         + f" questions; rollouts "
-        f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}. Each cell: "
+        f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}"
+        + (f", real pairs at least {s}" if (s := first["settings"].get("real_share")) else "")
+        + (f", paraphrased by {m}" if (m := first["settings"].get("llm_model")) else "")
+        + ". Each cell: "
         "ECR / APSS [min-max over seeds] / F1, mean over the seeds that attain alpha.",
         "",
         "| real training questions | generated | seeds | "
@@ -265,6 +273,14 @@ def main() -> None:
         "(half calibrates, half is measured, by question-id hash), not on the test split: "
         "for choosing settings",
     )
+    ap.add_argument(
+        "--real-share",
+        type=float,
+        default=None,
+        help="repeat the real questions' pairs to at least this share of the training pairs",
+    )
+    ap.add_argument("--llm-url", help="paraphrase generated questions through this server")
+    ap.add_argument("--llm-model", help="the model name the --llm-url server serves")
     ap.add_argument("--all", action="store_true", help="also the model on every question")
     ap.add_argument("--all-max", type=int, default=2000)
     ap.add_argument("--table", metavar="JSONL", help="print the table of a results file")

@@ -81,6 +81,9 @@ class TrainSettings:
     generated: int | None = 0
     generated_answers: int = MAX_ANSWERS  # a generated question with more answers is dropped
     llm_url: str | None = None  # paraphrase generated questions through this server
+    # with generated questions: the real questions' pairs repeated so that they make at
+    # least this share of the training pairs (None: as collected, generated ones outnumber)
+    real_share: float | None = None
     llm_model: str | None = None
     # explicit shares (experiments/few_labels.py): labelled question ids to calibrate on
     # and to train on; the rest of the split is then unused
@@ -89,6 +92,19 @@ class TrainSettings:
     # `cpr eval --split inner-dev` halves into calibration and measured questions
     inner_dev_ids: tuple[str, ...] | None = None
     training_ids: tuple[str, ...] | None = None
+
+
+def weigh_real(pairs: list[PathPair], share: float | None) -> list[PathPair]:
+    """Repeat the real questions' pairs so that they make at least `share` of the list:
+    a few hundred labels among a thousand generated questions otherwise weigh a tenth."""
+    if share is None:
+        return pairs
+    real = [p for p in pairs if not is_generated(str(p.question_id))]
+    made = len(pairs) - len(real)
+    if not real or not made or len(real) >= share * len(pairs):
+        return pairs
+    times = round(share * made / ((1 - share) * len(real)))
+    return pairs + real * max(times - 1, 0)
 
 
 def generated_count(labelled_training: int) -> int:
@@ -267,7 +283,7 @@ def train(
     scorer = PathScorer(encoder, relation_text, priors.rho_map(), device=s.device)
     report = train_rcvnet(
         scorer,
-        fit_pairs,
+        weigh_real(fit_pairs, s.real_share),
         epochs=s.epochs,
         lr=s.lr,
         batch_size=s.batch_size,
