@@ -88,6 +88,10 @@ def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
                 "f1": r.metrics.get("f1") if isinstance(r.metrics, dict) else r.metrics.f1,
                 "attainable": r.attainable,
                 "hits1": r.metrics.get("hits1") if isinstance(r.metrics, dict) else r.metrics.hits1,
+                # share of questions whose gold the beam reaches (a finite score): alpha
+                # below 1 - recall_cal cannot be met by a finite threshold
+                "recall_cal": r.recall_cal,
+                "recall": r.recall,
             }
             for r in res.rows
             if r.method == name and r.risk == "coverage"
@@ -136,6 +140,7 @@ def run_grid(a) -> None:
                     epochs=a.epochs,
                     seed=seed,
                     real_share=a.real_share,
+                    anchor_generated=not a.anchor_real,
                     llm_url=a.llm_url,
                     llm_model=a.llm_model,
                 )
@@ -157,6 +162,7 @@ def run_grid(a) -> None:
                     "dataset": a.dataset,
                     "dev": a.dev,
                     "real_share": a.real_share,
+                    "anchor_real": a.anchor_real,
                     "llm_model": a.llm_model if a.llm_url else None,
                 },  # fmt: skip
                 **ev,
@@ -213,7 +219,7 @@ def table(path: Path) -> str:
     groups: dict[tuple, list[dict]] = {}
     for p in points:
         groups.setdefault((str(p["size"]), p["generated"]), []).append(p)
-    first = points[0]
+    first = next((p for p in points if p["generated"]), points[0])  # its settings say most
     lines = [
         f"{first['settings']['dataset']}: {first['n_cal']} calibration questions (the same "
         f"for every row), {first['n_test']} "
@@ -221,6 +227,7 @@ def table(path: Path) -> str:
         + f" questions; rollouts "
         f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}"
         + (f", real pairs at least {s}" if (s := first["settings"].get("real_share")) else "")
+        + (", anchor on real pairs only" if first["settings"].get("anchor_real") else "")
         + (f", paraphrased by {m}" if (m := first["settings"].get("llm_model")) else "")
         + ". Each cell: "
         "ECR / APSS [min-max over seeds] / F1, mean over the seeds that attain alpha.",
@@ -278,6 +285,11 @@ def main() -> None:
         type=float,
         default=None,
         help="repeat the real questions' pairs to at least this share of the training pairs",
+    )
+    ap.add_argument(
+        "--anchor-real",
+        action="store_true",
+        help="the anchor term (shared cost scale) on real questions' pairs only",
     )
     ap.add_argument("--llm-url", help="paraphrase generated questions through this server")
     ap.add_argument("--llm-model", help="the model name the --llm-url server serves")

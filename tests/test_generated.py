@@ -147,6 +147,27 @@ def test_default_generated_fills_up_to_1000():
     assert [generated_count(n) for n in (0, 41, 999, 1000, 35000)] == [1000, 959, 1, 0, 0]
 
 
+def test_real_pairs_repeated_to_their_share():
+    from cpr_neo4j.search.paths import EntityPath, PathPair
+    from cpr_neo4j.stages.train import weigh_real
+    from cpr_neo4j.training.generate import PREFIX
+
+    path = EntityPath("a", ("r",), ("b",))
+
+    def pairs(qid: str, n: int) -> list[PathPair]:
+        return [PathPair(question_id=qid, masked_question="q", pos=path, neg=path)] * n
+
+    real, made = pairs("q1", 10), pairs(PREFIX + "7", 90)
+    mixed = real + made
+    assert weigh_real(mixed, None) is mixed
+    out = weigh_real(mixed, 0.5)
+    assert out[:100] == mixed and len(out) == 180  # the 10 real ones 9 times: 90 against 90
+    assert sum(p.question_id == "q1" for p in out) == 90
+    assert len(weigh_real(mixed, 0.75)) == 100 + 260  # 27 times: 270 against 90
+    assert weigh_real(real, 0.5) == real and weigh_real(made, 0.5) == made
+    assert weigh_real(pairs("q1", 60) + made[:40], 0.5) == pairs("q1", 60) + made[:40]
+
+
 @pytest.mark.neo4j
 def test_training_an_unknown_dataset_says_so(store):
     from cpr_neo4j.stages.train import TrainSettings, train

@@ -80,6 +80,7 @@ def train_rcvnet(
     config: RCVConfig | None = None,
     anchor: float = 0.0,
     device: str | None = None,
+    anchored: Sequence[bool] | None = None,
 ) -> TrainReport:
     """Train scorer.net (a fresh RCVNet seeded with `seed` when the scorer has none) and
     set the result on the scorer. `seed` also fixes the batch order: same pairs + seed ->
@@ -88,6 +89,8 @@ def train_rcvnet(
     anchor > 0 adds anchor * (softplus(V(p+)) + softplus(-V(p-))): the pairwise loss only
     orders paths within a question, while one conformal threshold serves all questions,
     so costs on a shared scale (right paths below 0, wrong ones above) give smaller sets.
+    anchored: which pairs take the anchor term (default all), e.g. only real questions' when
+    generated ones, worded unlike the questions calibrated on, would set the scale.
     """
     if not pairs:
         raise CprError(
@@ -108,6 +111,8 @@ def train_rcvnet(
     q_np, pos_np, neg_np = pair_rows(scorer, pairs)
     tables = TorchTables(scorer, device)  # after pair_rows: every row is in the tables
     q, pos, neg = (torch.from_numpy(a).to(device) for a in (q_np, pos_np, neg_np))
+    weight = torch.ones(len(pairs)) if anchored is None else torch.tensor(anchored).float()
+    weight = weight.to(device)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     n = len(pairs)
@@ -125,7 +130,8 @@ def train_rcvnet(
                 v_neg = tables.costs(net, q[idx], neg[idx])
                 loss = F.softplus(v_pos - v_neg).mean()
                 if anchor:
-                    loss = loss + anchor * (F.softplus(v_pos) + F.softplus(-v_neg)).mean()
+                    scale = F.softplus(v_pos) + F.softplus(-v_neg)
+                    loss = loss + anchor * (weight[idx] * scale).mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

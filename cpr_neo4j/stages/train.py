@@ -84,6 +84,9 @@ class TrainSettings:
     # with generated questions: the real questions' pairs repeated so that they make at
     # least this share of the training pairs (None: as collected, generated ones outnumber)
     real_share: float | None = None
+    # the anchor term (shared cost scale) on generated questions' pairs too; False: only on
+    # real ones, the questions calibration sees
+    anchor_generated: bool = True
     llm_model: str | None = None
     # explicit shares (experiments/few_labels.py): labelled question ids to calibrate on
     # and to train on; the rest of the split is then unused
@@ -281,15 +284,19 @@ def train(
         records.save_priors(store, s.dataset, priors.to_dict())
 
     scorer = PathScorer(encoder, relation_text, priors.rho_map(), device=s.device)
+    train_pairs = weigh_real(fit_pairs, s.real_share)
     report = train_rcvnet(
         scorer,
-        weigh_real(fit_pairs, s.real_share),
+        train_pairs,
         epochs=s.epochs,
         lr=s.lr,
         batch_size=s.batch_size,
         seed=s.seed,
         anchor=s.anchor,
         progress=False,
+        anchored=None
+        if s.anchor_generated
+        else [not is_generated(str(p.question_id)) for p in train_pairs],
     )
     # the score family's temperature, fitted on the held-out training questions (never on
     # calibration or inner dev questions): stages/scoring.py
