@@ -264,15 +264,16 @@ def test_paraphrase_wire_format():
             json.dumps({"question": "Which films did Ana Lindqvist make?"}),
             json.dumps({"question": "Which films did she make?"}),  # name dropped: refused
             "not json",
+            json.dumps({"question": "Ana Lindqvist?"}),  # the bare name asks nothing: refused
         ]
         _Fake.seen = []
         g = Generated("gen:a:r", "things directed by Ana Lindqvist?", "a", "Ana Lindqvist",
                       (Step("directed_by", False),), ("m",))  # fmt: skip
         p = Paraphraser(f"http://127.0.0.1:{server.server_port}", "some-model")
-        out = p([g, g, g])
+        out = p([g, g, g, g])
         assert out[0].text == "Which films did Ana Lindqvist make?"
-        assert out[1].text == g.text and out[2].text == g.text
-        assert (p.stats.rewritten, p.stats.failed) == (1, 2)
+        assert out[1].text == g.text and out[2].text == g.text and out[3].text == g.text
+        assert (p.stats.rewritten, p.stats.failed) == (1, 3)
         req = _Fake.seen[0]
         assert req["path"] == "/v1/chat/completions" and req["model"] == "some-model"
         assert req["temperature"] == 0 and req["response_format"] == {"type": "json_object"}

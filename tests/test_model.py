@@ -340,3 +340,27 @@ def test_anchor_term_puts_costs_on_one_scale(enc):
     # than chance on these pairs (paired gain over 3 standard errors of its mean)
     plain, anchored = separated_by_zero(0.0), separated_by_zero(1.0)
     assert clear_gain(plain, anchored), (plain.mean(), anchored.mean())
+
+
+def test_anchor_only_on_the_pairs_marked(enc):
+    graph = InMemoryGraph(movie_graph())
+    collector = PuctCollector(graph, PathScorer(enc, {}, device="cpu"), seed=0)
+    pairs = [
+        p
+        for qid, text, t, a in movie_questions(graph)[:20]
+        for p in collector.collect([t], a, text, 2, None, qid)
+    ][:64]
+
+    def trained(anchor: float, anchored=None) -> str:
+        model = PathScorer(enc, {}, device="cpu")
+        train_rcvnet(model, pairs, epochs=1, batch_size=16, seed=3, progress=False,
+                     anchor=anchor, anchored=anchored)  # fmt: skip
+        return model.model_id
+
+    # no pair marked: the paper's loss alone; every pair marked: the default
+    assert trained(1.0, [False] * len(pairs)) == trained(0.0)
+    assert trained(1.0, [True] * len(pairs)) == trained(1.0)
+    assert trained(1.0, [i % 2 == 0 for i in range(len(pairs))]) not in {
+        trained(0.0),
+        trained(1.0),
+    }

@@ -2,7 +2,7 @@
 
 One request per question, temperature 0, JSON reply `{"question": "..."}`. A reply is kept
 only when it is a non-empty string that still names the topic entity (masking needs the
-mention); anything else (no server, bad JSON, a dropped name) keeps the template wording,
+mention) and has at least two words beside it; anything else (no server, bad JSON, a dropped name) keeps the template wording,
 and the counts say how many were rewritten.
 """
 
@@ -48,7 +48,11 @@ def accept(g: Generated, content: object) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     text = " ".join(text.split())
-    return text if g.topic_name.lower() in text.lower() else None
+    if g.topic_name.lower() not in text.lower():
+        return None
+    # a small model sometimes answers with the bare name, which asks nothing
+    rest = text.lower().replace(g.topic_name.lower(), " ").split()
+    return text if len(rest) >= 2 else None
 
 
 class Paraphraser:
