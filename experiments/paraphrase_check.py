@@ -64,9 +64,9 @@ def main() -> None:
         *(f"| {t} | {p or '(kept as worded)'} |" for t, p in rows),
     ]
     text = "\n".join(lines)
-    print(text)
     if a.out:
         Path(a.out).write_text(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":
