@@ -24,8 +24,13 @@ test split is not read. `--generated fill` adds what `cpr train` adds by default
 (1,000 - n).
 
 Every finished point is appended to the JSON at once, so a run cut short keeps what it
-measured and a rerun skips the points already there. `--table` prints the markdown table:
-mean over the seeds run (and their count), min-max in brackets.
+measured and a rerun skips the points already there. `--table` prints the markdown table
+of one or more files (a row per size, count and mix of generated questions): mean over the
+seeds run (and their count), min-max in brackets.
+
+`--real-share S` repeats the real questions' pairs to at least S of the training pairs;
+`--anchor-real` keeps the anchor term (the shared cost scale) to real questions' pairs;
+`--llm-url` paraphrases the generated questions (experiments/paraphrase_check.py first).
 """
 
 from __future__ import annotations
@@ -212,43 +217,63 @@ def _cell(points: list[dict], alpha: str, method: str) -> str:
     return f"{m('ecr')} / {m('apss')} / {m('f1')}{note}"
 
 
-def table(path: Path) -> str:
-    points = _load(path)
+def _mix(p: dict) -> str:
+    """How a point mixed generated with real questions, beyond the count ("" = as collected)."""
+    s = p["settings"]
+    if not p["generated"]:
+        return ""
+    parts = [f"real pairs ≥ {s['real_share']}"] if s.get("real_share") else []
+    parts += ["anchor on real only"] if s.get("anchor_real") else []
+    parts += [f"paraphrased ({s['llm_model']})"] if s.get("llm_model") else []
+    return ", ".join(parts)
+
+
+def table(*paths: Path) -> str:
+    """One table over one or more results files of the same protocol: a row per (size,
+    generated count, mix); a point in several files (the same model) counts once."""
+    seen: set[tuple] = set()
+    points = []
+    for path in paths:
+        for p in _load(path):
+            if (p["model_id"], p["seed"]) not in seen:
+                seen.add((p["model_id"], p["seed"]))
+                points.append(p)
     if not points:
         return "(no points)"
     groups: dict[tuple, list[dict]] = {}
     for p in points:
-        groups.setdefault((str(p["size"]), p["generated"]), []).append(p)
-    first = next((p for p in points if p["generated"]), points[0])  # its settings say most
+        groups.setdefault((str(p["size"]), p["generated"], _mix(p)), []).append(p)
+    mixes = any(k[2] for k in groups)
+    first = points[0]
     lines = [
         f"{first['settings']['dataset']}: {first['n_cal']} calibration questions (the same "
         f"for every row), {first['n_test']} "
         + ("inner dev" if first["settings"].get("dev") else "test")
         + f" questions; rollouts "
-        f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}"
-        + (f", real pairs at least {s}" if (s := first["settings"].get("real_share")) else "")
-        + (", anchor on real pairs only" if first["settings"].get("anchor_real") else "")
-        + (f", paraphrased by {m}" if (m := first["settings"].get("llm_model")) else "")
-        + ". Each cell: "
+        f"{first['settings']['rollouts']}, epochs {first['settings']['epochs']}. Each cell: "
         "ECR / APSS [min-max over seeds] / F1, mean over the seeds that attain alpha.",
         "",
-        "| real training questions | generated | seeds | "
+        "| real training questions | generated | "
+        + ("mix | " if mixes else "")
+        + "seeds | "
         + " | ".join(f"α={a}" for a in ALPHAS)
         + " | Hits@1 |",
-        "|---|---:|---:|" + "---:|" * (len(ALPHAS) + 1),
+        "|---|---:|" + ("---|" if mixes else "") + "---:|" + "---:|" * (len(ALPHAS) + 1),
     ]
 
     def order(k):
-        size, gen = k
-        return (1e9 if size == "all" else int(size), gen)
+        size, gen, mix = k
+        return (1e9 if size == "all" else int(size), gen, mix)
 
-    for size, gen in sorted(groups, key=order):
-        pts = groups[(size, gen)]
+    for size, gen, mix in sorted(groups, key=order):
+        pts = groups[(size, gen, mix)]
         method = "Abl.1 (V_sem)" if size == "0" and gen == 0 else "CPR"
         label = "0 (Abl.1: V_sem)" if method != "CPR" else size
         hits = [p["methods"][method]["0.5"]["hits1"] for p in pts if method in p["methods"]]
         lines.append(
-            f"| {label} | {'fill (1000 - n)' if gen == FILL else gen} | {len(pts)} | "
+            f"| {label} | {'fill (1000 - n)' if gen == FILL else gen} | "
+            + (f"{mix or ('as collected' if gen else '-')} | " if mixes else "")
+            + f"{len(pts)} | "
             + " | ".join(_cell(pts, str(a), method) for a in ALPHAS)
             + f" | {statistics.mean(hits):.3f} |"
         )
@@ -295,10 +320,10 @@ def main() -> None:
     ap.add_argument("--llm-model", help="the model name the --llm-url server serves")
     ap.add_argument("--all", action="store_true", help="also the model on every question")
     ap.add_argument("--all-max", type=int, default=2000)
-    ap.add_argument("--table", metavar="JSONL", help="print the table of a results file")
+    ap.add_argument("--table", metavar="JSONL", nargs="+", help="print the table of results files")
     a = ap.parse_args()
     if a.table:
-        print(table(Path(a.table)))
+        print(table(*map(Path, a.table)))
         return
     run_grid(a)
     print(table(Path(a.out)))
