@@ -217,6 +217,15 @@ def _cell(points: list[dict], alpha: str, method: str) -> str:
     return f"{m('ecr')} / {m('apss')} / {m('f1')}{note}"
 
 
+def _count(gen: int, pts: list[dict]) -> str:
+    """The generated count asked for; for `fill`, what `cpr train`'s rule made then (the
+    rule changed once: fill to 1,000, then to 300)."""
+    if gen != FILL:
+        return str(gen)
+    made = sorted({p["trained"].get("questions_generated") for p in pts})
+    return f"fill ({', '.join(map(str, made))} made)"
+
+
 def _mix(p: dict) -> str:
     """How a point mixed generated with real questions, beyond the count ("" = as collected)."""
     s = p["settings"]
@@ -271,7 +280,7 @@ def table(*paths: Path) -> str:
         label = "0 (Abl.1: V_sem)" if method != "CPR" else size
         hits = [p["methods"][method]["0.5"]["hits1"] for p in pts if method in p["methods"]]
         lines.append(
-            f"| {label} | {'fill (1000 - n)' if gen == FILL else gen} | "
+            f"| {label} | {_count(gen, pts)} | "
             + (f"{mix or ('as collected' if gen else '-')} | " if mixes else "")
             + f"{len(pts)} | "
             + " | ".join(_cell(pts, str(a), method) for a in ALPHAS)

@@ -141,10 +141,10 @@ def test_training_keeps_its_calibration_labels_apart(
         drop_models(store, [result.model_id])
 
 
-def test_default_generated_fills_up_to_1000():
+def test_default_generated_count():
     from cpr_neo4j.stages.train import generated_count
 
-    assert [generated_count(n) for n in (0, 41, 999, 1000, 35000)] == [1000, 959, 1, 0, 0]
+    assert [generated_count(n) for n in (0, 1, 41, 299, 300, 35000)] == [1000, 299, 259, 1, 0, 0]
 
 
 def test_real_pairs_repeated_to_their_share():

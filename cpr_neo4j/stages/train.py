@@ -10,10 +10,11 @@ Choices (recorded in the model's config):
 - a further 10% of the training questions is held out to report pairwise accuracy;
 - at most `max_questions` training questions are rolled out: MetaQA's questions collapse to
   a few hundred templates, so more mostly repeats the same pairs;
-- generated questions (training/generate.py; by default as many as bring the labelled
-  training questions up to 1,000, so none past that) are added to the training questions only:
-  never to the calibration reserve, the inner dev share or the held-out questions when real
-  ones exist; with no labelled question at all a model trains on them alone;
+- generated questions (training/generate.py; by default 1,000 with no labelled training
+  question, else as many as bring them up to 300, so none past that) are added to the
+  training questions only: never to the calibration reserve, the inner dev share or the
+  held-out questions when real ones exist; with no labelled question at all a model trains
+  on them alone;
 - scope: with per-question subgraphs (graph/subgraphs.py) each question's rollouts, gold
   paths and TreeG negatives see only its own subgraph (`--scope subgraph`, the default
   there), else the whole graph.
@@ -45,10 +46,13 @@ from cpr_neo4j.training import questions as qsel
 from cpr_neo4j.training.generate import MAX_ANSWERS, generate, is_generated, labelled_splits
 from cpr_neo4j.training.puct import EntityPath, PathPair, PuctCollector, RelationPriors
 
-# Generated questions by default: enough to bring the labelled training questions up to
-# GENERATED_FILL, so a dataset with thousands of labels trains as before and one with few
-# gets generated ones (experiments/few_labels.py measures what they add)
-GENERATED_FILL = 1000
+# Generated questions by default: with no labelled training question NO_LABELS_GENERATED
+# (they are all the training there is), else enough to bring the labelled ones up to
+# GENERATED_FILL, so a dataset with hundreds of labels trains as before. 300, not 1,000:
+# chosen on inner dev splits of metaqa-plain and webqsp-names (docs/method.md, "Mixing
+# generated with real questions"), where 900 generated to 100 real doubled webqsp's sets
+NO_LABELS_GENERATED = 1000
+GENERATED_FILL = 300
 NO_QUESTIONS_HOPS = 2  # depth for a graph without labelled questions (unless --hops)
 
 
@@ -112,6 +116,8 @@ def weigh_real(pairs: list[PathPair], share: float | None) -> list[PathPair]:
 
 def generated_count(labelled_training: int) -> int:
     """Generated questions `cpr train` adds by default (module docstring)."""
+    if labelled_training == 0:
+        return NO_LABELS_GENERATED
     return max(0, GENERATED_FILL - labelled_training)
 
 

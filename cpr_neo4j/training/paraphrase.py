@@ -2,8 +2,9 @@
 
 One request per question, temperature 0, JSON reply `{"question": "..."}`. A reply is kept
 only when it is a non-empty string that still names the topic entity (masking needs the
-mention) and has at least two words beside it; anything else (no server, bad JSON, a dropped name) keeps the template wording,
-and the counts say how many were rewritten.
+mention) and has at least two words beside it; anything else (no server, bad JSON, a
+dropped name, the bare name) keeps the template wording, and the counts say how many were
+rewritten.
 """
 
 from __future__ import annotations
