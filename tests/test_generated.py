@@ -166,6 +166,8 @@ def test_real_pairs_repeated_to_their_share():
     assert len(weigh_real(mixed, 0.75)) == 100 + 260  # 27 times: 270 against 90
     assert weigh_real(real, 0.5) == real and weigh_real(made, 0.5) == made
     assert weigh_real(pairs("q1", 60) + made[:40], 0.5) == pairs("q1", 60) + made[:40]
+    with pytest.raises(CprError, match="strictly between 0 and 1"):
+        weigh_real(mixed, 1.0)
 
 
 @pytest.mark.neo4j

@@ -85,13 +85,13 @@ class TrainSettings:
     generated: int | None = 0
     generated_answers: int = MAX_ANSWERS  # a generated question with more answers is dropped
     llm_url: str | None = None  # paraphrase generated questions through this server
+    llm_model: str | None = None
     # with generated questions: the real questions' pairs repeated so that they make at
     # least this share of the training pairs (None: as collected, generated ones outnumber)
     real_share: float | None = None
     # the anchor term (shared cost scale) on generated questions' pairs too; False: only on
     # real ones, the questions calibration sees
     anchor_generated: bool = True
-    llm_model: str | None = None
     # explicit shares (experiments/few_labels.py): labelled question ids to calibrate on
     # and to train on; the rest of the split is then unused
     calibration_ids: tuple[str, ...] | None = None
@@ -106,6 +106,8 @@ def weigh_real(pairs: list[PathPair], share: float | None) -> list[PathPair]:
     a few hundred labels among a thousand generated questions otherwise weigh a tenth."""
     if share is None:
         return pairs
+    if not 0 < share < 1:
+        raise CprError(f"the real questions' share must lie strictly between 0 and 1, got {share}")
     real = [p for p in pairs if not is_generated(str(p.question_id))]
     made = len(pairs) - len(real)
     if not real or not made or len(real) >= share * len(pairs):
