@@ -21,7 +21,8 @@ by the seed).
 any is drawn to train on, recorded as each model's inner dev split, and `cpr eval --split
 inner-dev` measures on them (half calibrates, half is answered, by question-id hash); the
 test split is not read. `--generated fill` adds what `cpr train` adds by default
-(1,000 - n).
+(stages/train.generated_count: now fill to 300; the results files made before it filled
+to 1,000, and `--table` shows the count each made).
 
 Every finished point is appended to the JSON at once, so a run cut short keeps what it
 measured and a rerun skips the points already there. `--table` prints the markdown table

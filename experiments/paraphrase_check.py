@@ -51,13 +51,12 @@ def main() -> None:
     for g in made:
         after = rewrite.one(g)
         rows.append((g.text, after.text if after.text != g.text else None))
-    took = time.perf_counter() - began
+    each = (time.perf_counter() - began) / max(len(made), 1)
     st = rewrite.stats
     lines = [
         f"{a.dataset}: {len(made)} generated questions (seed {a.seed}, 1-{a.hops} hops) "
         f"sent to {rewrite.model}: {st.rewritten} rewritten, {st.failed} kept as worded "
-        f"(no usable reply); {took / max(len(made), 1):.2f} s a question "
-        f"({took / max(len(made), 1) * 1000 / 60:.0f} min for 1,000).",
+        f"(no usable reply); {each:.2f} s a question ({each * 1000 / 60:.0f} min for 1,000).",
         "",
         "| generated (template wording) | paraphrase kept |",
         "|---|---|",

@@ -317,16 +317,21 @@ def test_training_beats_v_sem_on_held_out_entities(enc):
     assert len(ids) == 1
 
 
+def _movie_pairs(enc, questions: int) -> list:
+    """PUCT pairs (seeded, V_sem) of the first movie-graph questions, 2 hops."""
+    graph = InMemoryGraph(movie_graph())
+    collector = PuctCollector(graph, PathScorer(enc, {}, device="cpu"), seed=0)
+    return [
+        p
+        for qid, text, t, a in movie_questions(graph)[:questions]
+        for p in collector.collect([t], a, text, 2, None, qid)
+    ]
+
+
 def test_anchor_term_puts_costs_on_one_scale(enc):
     from cpr_neo4j.model.train import pair_rows
 
-    graph = InMemoryGraph(movie_graph())
-    collector = PuctCollector(graph, PathScorer(enc, {}, device="cpu"), seed=0)
-    pairs = [
-        p
-        for qid, text, t, a in movie_questions(graph)[:80]
-        for p in collector.collect([t], a, text, 2, None, qid)
-    ]
+    pairs = _movie_pairs(enc, 80)
 
     def separated_by_zero(anchor: float) -> np.ndarray:
         """Per pair: (right path's cost < 0) + (wrong path's cost > 0), over 2."""
@@ -343,13 +348,7 @@ def test_anchor_term_puts_costs_on_one_scale(enc):
 
 
 def test_anchor_only_on_the_pairs_marked(enc):
-    graph = InMemoryGraph(movie_graph())
-    collector = PuctCollector(graph, PathScorer(enc, {}, device="cpu"), seed=0)
-    pairs = [
-        p
-        for qid, text, t, a in movie_questions(graph)[:20]
-        for p in collector.collect([t], a, text, 2, None, qid)
-    ][:64]
+    pairs = _movie_pairs(enc, 20)[:64]
 
     def trained(anchor: float, anchored=None) -> str:
         model = PathScorer(enc, {}, device="cpu")
