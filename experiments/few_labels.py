@@ -63,7 +63,9 @@ def _load(out: Path) -> list[dict]:
     return [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
 
 
-def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
+def _evaluate(store, a, model_id: str, methods: tuple[str, ...], temperature=None) -> dict:
+    """The deployed rows of `model_id` on the test split (the inner dev split with --dev);
+    temperature: score CPR at this T instead of the model's (experiments/temperature_check)."""
     from cpr_neo4j.evaluation.eval_tables import INNER_DEV, TEST
     from cpr_neo4j.evaluation.evaluate import EvalSettings, run
 
@@ -81,6 +83,7 @@ def _evaluate(store, a, model_id: str, methods: tuple[str, ...]) -> dict:
         linking="text",
         seed=0,
         workers=1,
+        temperature=temperature,
     )
     res = run(store, s, say=lambda m: None).deployed
     out = {}

@@ -38,6 +38,7 @@ from cpr_neo4j.model.store import load_scorer, read_config
 from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.stages.calibrate import resolve_model, score_spec
 from cpr_neo4j.stages.retrieval import RetrievalSettings, Retriever, results_dir
+from cpr_neo4j.stages.scoring import default_spec
 from cpr_neo4j.stages.train import TrainSettings, train
 from cpr_neo4j.stages.workers import default_workers
 from cpr_neo4j.training.questions import Question
@@ -72,6 +73,7 @@ class EvalSettings:
     scope: str | None = None
     workers: int = field(default_factory=default_workers)
     notes: list[str] = field(default_factory=list)
+    temperature: float | None = None  # CPR scored at this T, not its fitted one (experiments)
 
     @property
     def hint_mode(self) -> str:
@@ -171,6 +173,8 @@ def run(
         scorer.questions([m for q in everyone for _, m in inputs.choices[q.id]])
         fit = Retriever(store, s.dataset, scorer, settings, s.hints)
         spec, how = score_spec(store, fit, meta if method == "cpr" else _fit_only(meta))
+        if method == "cpr" and s.temperature is not None:
+            spec, how = default_spec(s.temperature), "set by the evaluation"
         specs[name] = spec
         notes.append(f"{name}: score {spec['family']} at T = {spec['T']:.4g} ({how})")
         fit.prefetch([(m, t, q.id) for q in everyone for t, m in inputs.choices[q.id] if t])
