@@ -146,6 +146,31 @@ def test_inner_dev_split_is_answered(store, models):
     assert 0 < out.deployed.n_test <= len(dev)
 
 
+def test_a_set_temperature_replaces_the_fitted_one_for_cpr_only(store, models):
+    fitted = read_config(models["cpr1"])["meta"]["temperature"]
+    t = 0.5 if not math.isclose(fitted, 0.5) else 1.5
+    out = run(
+        store,
+        EvalSettings(
+            "metaqa",
+            alphas=(0.3,),
+            hops=1,
+            methods=("cpr", "abl1"),
+            split=INNER_DEV,
+            hop_level=False,
+            boot=100,
+            draws=20,
+            model_id=models["cpr1"],
+            temperature=t,
+        ),
+        say=lambda _: None,
+        out_dir=None,
+    )
+    notes = "\n".join(out.deployed.notes)
+    assert f"CPR: score surprisal at T = {t:.4g} (set by the evaluation)" in notes
+    assert f"Abl.1 (V_sem): score surprisal at T = {t:.4g} (set" not in notes  # its own fit
+
+
 def test_workers_give_the_numbers_one_process_gives(store, models):
     """Questions shared among forked workers (their own drivers and caches) and merged back
     in order: every row equals the one-process run's, bit for bit. A worker scores with one
