@@ -146,26 +146,17 @@ def test_inner_dev_split_is_answered(store, models):
     assert 0 < out.deployed.n_test <= len(dev)
 
 
+def _eval_cpr1(store, models, **settings):
+    """The 1-hop CPR model and Abl.1 evaluated without hop-level rows or a report."""
+    s = EvalSettings("metaqa", hops=1, methods=("cpr", "abl1"), hop_level=False, boot=100,
+                     draws=20, model_id=models["cpr1"], **settings)  # fmt: skip
+    return run(store, s, say=lambda _: None, out_dir=None)
+
+
 def test_a_set_temperature_replaces_the_fitted_one_for_cpr_only(store, models):
     fitted = read_config(models["cpr1"])["meta"]["temperature"]
     t = 0.5 if not math.isclose(fitted, 0.5) else 1.5
-    out = run(
-        store,
-        EvalSettings(
-            "metaqa",
-            alphas=(0.3,),
-            hops=1,
-            methods=("cpr", "abl1"),
-            split=INNER_DEV,
-            hop_level=False,
-            boot=100,
-            draws=20,
-            model_id=models["cpr1"],
-            temperature=t,
-        ),
-        say=lambda _: None,
-        out_dir=None,
-    )
+    out = _eval_cpr1(store, models, alphas=(0.3,), split=INNER_DEV, temperature=t)
     notes = "\n".join(out.deployed.notes)
     assert f"CPR: score surprisal at T = {t:.4g} (set by the evaluation)" in notes
     assert f"Abl.1 (V_sem): score surprisal at T = {t:.4g} (set" not in notes  # its own fit
@@ -180,23 +171,7 @@ def test_workers_give_the_numbers_one_process_gives(store, models):
     tie exactly at tau, tie in both."""
 
     def rows(workers: int) -> dict:
-        out = run(
-            store,
-            EvalSettings(
-                "metaqa",
-                alphas=ALPHAS,
-                hops=1,
-                methods=("cpr", "abl1"),
-                max_questions=60,
-                hop_level=False,
-                boot=100,
-                draws=20,
-                model_id=models["cpr1"],
-                workers=workers,
-            ),
-            say=lambda _: None,
-            out_dir=None,
-        )
+        out = _eval_cpr1(store, models, alphas=ALPHAS, max_questions=60, workers=workers)
         assert len(out.deployed.rows) >= 3 * len(ALPHAS)  # CPR, Abl.1, top-k at least
         fields = ("tau", "ecr", "ecr_lo", "ecr_hi", "ecr_lo_cal", "ecr_hi_cal", "fnr", "fnr_lo",
                   "fnr_hi", "apss", "recall_cal", "recall", "pooled")  # fmt: skip
