@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 ALPHAS = (0.05, 0.1, 0.3, 0.5)
 CAL_SEED = 1234
 DEV_SEED = 4321
+EPOCHS = 6  # `cpr train`'s; a row trained otherwise says so in its mix
 FILL = -1  # --generated fill: `cpr train`'s default count (stages/train.generated_count)
 
 
@@ -238,6 +239,7 @@ def _mix(p: dict) -> str:
     parts = [f"real pairs ≥ {s['real_share']}"] if s.get("real_share") else []
     parts += ["anchor on real only"] if s.get("anchor_real") else []
     parts += [f"paraphrased ({s['llm_model']})"] if s.get("llm_model") else []
+    parts += [f"{s['epochs']} epochs"] if s.get("epochs", EPOCHS) != EPOCHS else []
     return ", ".join(parts)
 
 
@@ -308,7 +310,7 @@ def main() -> None:
     ap.add_argument("--cal", type=int, default=1000)
     ap.add_argument("--max-test", type=int, default=1000)
     ap.add_argument("--rollouts", type=int, default=32)
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=EPOCHS)
     ap.add_argument("--boot", type=int, default=200)
     ap.add_argument(
         "--dev",

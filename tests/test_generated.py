@@ -103,6 +103,25 @@ def test_generation_is_reproducible_and_capped(store, toy):
 
 @pytest.mark.neo4j
 @pytest.mark.slow
+def test_with_no_label_held_out_the_temperature_is_fixed(store, toy, tmp_path_factory, monkeypatch):
+    """The toy graph before any label (the next test adds them): generated questions alone,
+    scored at UNLABELLED_TEMPERATURE, not at a fit on held-out generated questions."""
+    from cpr_neo4j.model.store import read_config
+    from cpr_neo4j.stages.train import UNLABELLED_TEMPERATURE, TrainSettings, train
+    from tests.conftest import drop_models, private_home
+
+    monkeypatch.setenv("CPR_HOME", str(private_home(tmp_path_factory, "cpr_home_no_labels")))
+    result = train(store, TrainSettings(toy, generated=20, rollouts=2, epochs=1, seed=4))
+    try:
+        assert result.figures["labels"] == 0 and result.figures["questions_heldout"] > 0
+        assert result.figures["temperature_fitted_on"] == 0
+        assert read_config(result.model_id)["meta"]["temperature"] == UNLABELLED_TEMPERATURE
+    finally:
+        drop_models(store, [result.model_id])
+
+
+@pytest.mark.neo4j
+@pytest.mark.slow
 def test_training_keeps_its_calibration_labels_apart(
     store, toy, tmp_path, tmp_path_factory, monkeypatch
 ):
@@ -135,6 +154,8 @@ def test_training_keeps_its_calibration_labels_apart(
         assert len(cal | trained | inner) == 100
         assert not any(i.startswith(PREFIX) for i in cal | trained | inner)
         assert result.figures["questions_generated"] == 20
+        # labelled questions held out: the temperature is fitted on them (grid 0.02-3)
+        assert result.figures["temperature_fitted_on"] > 0 and meta["temperature"] <= 3
         c = calibrate(store, toy, result.model_id, alphas=(0.5,), linking=GOLD)
         assert c.n == 59
     finally:
@@ -144,7 +165,7 @@ def test_training_keeps_its_calibration_labels_apart(
 def test_default_generated_count():
     from cpr_neo4j.stages.train import generated_count
 
-    assert [generated_count(n) for n in (0, 1, 41, 299, 300, 35000)] == [1000, 299, 259, 1, 0, 0]
+    assert [generated_count(n) for n in (0, 1, 41, 299, 300, 35000)] == [300, 299, 259, 1, 0, 0]
 
 
 def test_real_pairs_repeated_to_their_share():

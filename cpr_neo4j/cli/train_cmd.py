@@ -41,8 +41,8 @@ from cpr_neo4j.cli.common import console, open_store, progress_bar, scope_option
     type=click.IntRange(0),
     default=None,
     help="Training questions generated from the graph (relation paths from sampled "
-    "entities) added to the labelled ones; never used to calibrate. Default: 1000 with no "
-    "labelled training question, else as many as bring them up to 300 (none past that).",
+    "entities) added to the labelled ones; never used to calibrate. Default: as many as "
+    "bring the labelled training questions up to 300 (300 with none, none past 300).",
 )
 @click.option("--llm-url", help="OpenAI-compatible server that paraphrases generated questions.")
 @click.option("--llm-model", help="Model name the --llm-url server serves.")
