@@ -1,7 +1,9 @@
 """How much the score temperature T moves the sets of few-label models (issue 57): the
-models of experiments/few_labels.py's inner-dev results, re-evaluated at fixed T values
-against the T fitted at training (on the 10% of real training questions held out: 3 at
-30 labels, 10 at 100). Inner dev split only; the test split is not read.
+models of experiments/few_labels.py's inner-dev results (trained at `cpr train`'s 6
+epochs), re-evaluated at fixed T values against the T fitted at training: on the 10% of
+real training questions held out (3 at 30 labels, 10 at 100), or, for models trained on
+generated questions alone before `cpr train` fixed their T, on held-out generated ones.
+Inner dev split only; the test split is not read.
 
     R=experiments/results/few_labels
     python experiments/temperature_check.py --results $R/metaqa-plain-dev-mix.jsonl \\
@@ -37,7 +39,7 @@ def _rows(path: Path) -> list[dict]:
 
 
 def run(a) -> None:
-    from few_labels import _evaluate
+    from few_labels import EPOCHS, _evaluate
 
     from cpr_neo4j.config import Neo4jSettings
     from cpr_neo4j.graph.store import GraphStore
@@ -52,6 +54,7 @@ def run(a) -> None:
         for r in _rows(Path(f))
         if (r["size"], r["generated"]) in wanted
         and r["settings"].get("dev")
+        and r["settings"].get("epochs", EPOCHS) == EPOCHS
         and not r["settings"].get("real_share")
         and not r["settings"].get("anchor_real")
         and not r["settings"].get("llm_model")

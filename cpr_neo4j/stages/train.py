@@ -57,8 +57,9 @@ GENERATED_FILL = 300
 # The score temperature when no labelled training question is held out to fit it on: a fit
 # on held-out generated questions comes out sharp (0.8-3.0), since the model finds them
 # easier than real ones, and a flat T = 10 beat it for real calibration and test questions
-# on inner dev splits of metaqa-plain and webqsp-names (docs/method.md, "The score
-# temperature"), while a fit on even 3 held-out labelled questions beat T = 10.
+# on inner dev splits of metaqa-plain and webqsp-names (docs/method.md, "Generated
+# questions alone, and the score temperature"); a fit on even 3 held-out labelled questions
+# beat T = 10 on metaqa-plain and tied on webqsp-names, so those keep their fit.
 UNLABELLED_TEMPERATURE = 10.0
 NO_QUESTIONS_HOPS = 2  # depth for a graph without labelled questions (unless --hops)
 
