@@ -108,6 +108,7 @@ def test_new_user_path_with_labels_from_the_terminal(store, neo4j_settings, home
     assert r.returncode == 0, r.stderr + r.stdout
     assert re.search(r"0 / [1-9]\d*", r.stdout), r.stdout  # labelled / generated
     assert "no labelled question" in r.stdout
+    assert "score temperature" in r.stdout and "10 (fixed" in r.stdout, r.stdout  # T unfitted
     # the next step labels: calibrate would refuse a dataset without labelled questions
     assert f"next: cpr label {NAME}" in " ".join(r.stdout.split())
     r = cpr_cli(neo4j_settings, home, "calibrate", NAME)

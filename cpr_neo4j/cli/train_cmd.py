@@ -143,6 +143,15 @@ def train(
             f"{f['round_trips_per_question']} round trips/question",
         ],
         ["training", f"{f['train_seconds']} s on {f['device']}"],
+        [
+            "score temperature",
+            f"{f['temperature']:.3g} ("
+            + (
+                f"fitted on {f['temperature_fitted_on']} held-out labelled questions)"
+                if f.get("temperature_fitted_on")
+                else "fixed: no labelled question held out to fit it on)"
+            ),
+        ],
         ["held-out pairwise accuracy V_sem", f"{f['heldout_accuracy_vsem']:.3f}"],
         ["held-out pairwise accuracy RCVNet", f"{f['heldout_accuracy_rcvnet']:.3f}"],
     ]
