@@ -29,18 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "experiments"))
 
+from few_labels import EPOCHS, _evaluate  # noqa: E402 (found through the path above)
+from few_labels import _load as _rows  # noqa: E402
+
 ALPHAS = ("0.1", "0.3", "0.5")
 
 
-def _rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
 def run(a) -> None:
-    from few_labels import EPOCHS, _evaluate
-
     from cpr_neo4j.config import Neo4jSettings
     from cpr_neo4j.graph.store import GraphStore
 
