@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 ALPHAS = (0.05, 0.1, 0.3, 0.5)
 CAL_SEED = 1234
 DEV_SEED = 4321
-EPOCHS = 6  # `cpr train`'s; a row trained otherwise says so in its mix
+EPOCHS = 6  # `cpr train`'s
 FILL = -1  # --generated fill: `cpr train`'s default count (stages/train.generated_count)
 
 
@@ -231,15 +231,18 @@ def _count(gen: int, pts: list[dict]) -> str:
     return f"fill ({', '.join(map(str, made))} made)"
 
 
-def _mix(p: dict) -> str:
-    """How a point mixed generated with real questions, beyond the count ("" = as collected)."""
+def _mix(p: dict, epochs: int) -> str:
+    """How a point mixed generated with real questions, beyond the count ("" = as collected),
+    and its epochs where they differ from the table's (`epochs`)."""
     s = p["settings"]
-    if not p["generated"]:
+    parts: list[str] = []
+    if p["size"] == 0 and not p["generated"]:  # Abl.1: nothing trained
         return ""
-    parts = [f"real pairs ≥ {s['real_share']}"] if s.get("real_share") else []
-    parts += ["anchor on real only"] if s.get("anchor_real") else []
-    parts += [f"paraphrased ({s['llm_model']})"] if s.get("llm_model") else []
-    parts += [f"{s['epochs']} epochs"] if s.get("epochs", EPOCHS) != EPOCHS else []
+    if p["generated"]:
+        parts += [f"real pairs ≥ {s['real_share']}"] if s.get("real_share") else []
+        parts += ["anchor on real only"] if s.get("anchor_real") else []
+        parts += [f"paraphrased ({s['llm_model']})"] if s.get("llm_model") else []
+    parts += [f"{s['epochs']} epochs"] if s.get("epochs", epochs) != epochs else []
     return ", ".join(parts)
 
 
@@ -250,16 +253,19 @@ def table(*paths: Path) -> str:
     points = []
     for path in paths:
         for p in _load(path):
-            if (p["model_id"], p["seed"]) not in seen:
-                seen.add((p["model_id"], p["seed"]))
+            # Abl.1 is the untrained scorer: one point however many runs evaluated it
+            key = ("abl1",) if p["size"] == 0 and not p["generated"] else (p["model_id"], p["seed"])
+            if key not in seen:
+                seen.add(key)
                 points.append(p)
     if not points:
         return "(no points)"
+    first = points[0]
     groups: dict[tuple, list[dict]] = {}
     for p in points:
-        groups.setdefault((str(p["size"]), p["generated"], _mix(p)), []).append(p)
+        key = (str(p["size"]), p["generated"], _mix(p, first["settings"]["epochs"]))
+        groups.setdefault(key, []).append(p)
     mixes = any(k[2] for k in groups)
-    first = points[0]
     lines = [
         f"{first['settings']['dataset']}: {first['n_cal']} calibration questions (the same "
         f"for every row), {first['n_test']} "
