@@ -15,7 +15,14 @@ from cpr_neo4j.errors import BadInput, CprError
 from cpr_neo4j.graph.cypher import rel_type
 from cpr_neo4j.search.base import Step
 from cpr_neo4j.training import labels
-from cpr_neo4j.training.generate import PREFIX, Generated, generate, path_ends, word
+from cpr_neo4j.training.generate import (
+    PREFIX,
+    Generated,
+    generate,
+    path_ends,
+    question_words,
+    word,
+)
 from cpr_neo4j.training.questions import Question
 from tests import toy_movies
 from tests.conftest import drop_dataset
@@ -209,6 +216,24 @@ def test_wording_uses_relation_text_and_direction():
     seen = {word("Ana Lindqvist", path, text, None, random.Random(i)) for i in range(40)}
     assert len(seen) >= 8  # several templates
     assert all("directed by" in s and "starred actors" in s and "Ana Lindqvist" in s for s in seen)
+
+
+def test_a_freebase_name_is_worded_by_its_property():
+    import random
+
+    from cpr_neo4j.text import readable_relation
+
+    birth, spouse = "people.person.place_of_birth", "people.marriage.spouse"
+    assert question_words(birth, {birth: readable_relation(birth)}) == "place of birth"
+    assert question_words(birth, {}) == "place of birth"
+    # a text the dataset gave is its own wording; a name without a type part keeps its text
+    assert question_words(birth, {birth: "born in"}) == "born in"
+    assert question_words("directed_by", {"directed_by": "directed by"}) == "directed by"
+    assert question_words("film.film", {}) == "film film"
+    seen = {word("Ana", (Step(birth, True),), {}, None, random.Random(i)) for i in range(20)}
+    assert all("place of birth" in q and "person" not in q for q in seen)
+    rev = word("Ana", (Step(spouse, False),), {}, None, random.Random(0))
+    assert "spouse" in rev and "marriage" not in rev
 
 
 def _q(i: int) -> Question:

@@ -3,9 +3,10 @@
 A generated question is a start entity, a relation path of 1..H steps (each with its
 direction: a reverse step walks a relationship from its tail to its head) and every entity
 at the end of that relation path from the start, read off Neo4j. Its words come from the
-relation texts (the readable text the encoder embeds for a step) and, where the graph has
-them, the node labels of the answers; several templates per step and per question, because
-diversity matters more than grammar (DESIGN.md section 6).
+relation texts (the readable text the encoder embeds for a step; a Freebase-style name says
+its property alone, `question_words`) and, where the graph has them, the node labels of the
+answers; several templates per step and per question, because diversity matters more than
+grammar (DESIGN.md section 6).
 
 They are training data only: their ids start with `gen:`, they are never written to Neo4j,
 the questions loader refuses their split, and calibration refuses any question id of this
@@ -30,7 +31,7 @@ from cpr_neo4j.linking.named import mask_named
 from cpr_neo4j.loaders.base import GENERATED_SPLIT
 from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.base import RelPath, Step
-from cpr_neo4j.text import is_mid
+from cpr_neo4j.text import is_mid, readable_relation
 from cpr_neo4j.training.questions import Question
 
 PREFIX = "gen:"  # every generated question id starts with it
@@ -102,6 +103,19 @@ class Generated:
         }
 
 
+def question_words(relation: str, relation_text: Mapping[str, str]) -> str:
+    """The words a generated question says for `relation`: its readable text, except that
+    a Freebase-style name (domain.type.property) with no text of its own says the property
+    alone ("place of birth", not "person place of birth"): a question names the property,
+    the type is what its topic already is. Chosen on webqsp-names's inner dev split
+    (docs/method.md, "Wording generated questions from Freebase names")."""
+    words = relation_words(relation, relation_text)
+    parts = relation.split(".")
+    if len(parts) >= 3 and words == readable_relation(relation):
+        return " ".join(parts[-1].replace("_", " ").split()) or words
+    return words
+
+
 def word(
     name: str,
     path: RelPath,
@@ -112,7 +126,7 @@ def word(
     """A question for the relation path from `name`, templates drawn from `rng`."""
     np_ = name
     for i, step in enumerate(path):
-        t = relation_words(step.relation, relation_text)
+        t = question_words(step.relation, relation_text)
         forms = FORWARD if step.forward else REVERSE
         if i < len(path) - 1:  # "what ..." forms only as the outermost step
             forms = tuple(f for f in forms if not f.startswith("what"))
