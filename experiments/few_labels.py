@@ -243,16 +243,20 @@ def _mix(p: dict, epochs: int) -> str:
         parts += ["anchor on real only"] if s.get("anchor_real") else []
         parts += [f"paraphrased ({s['llm_model']})"] if s.get("llm_model") else []
     parts += [f"{s['epochs']} epochs"] if s.get("epochs", epochs) != epochs else []
+    parts += [p["tag"]] if p.get("tag") else []
     return ", ".join(parts)
 
 
-def table(*paths: Path) -> str:
+def table(*paths: Path, tags: list[str] | None = None) -> str:
     """One table over one or more results files of the same protocol: a row per (size,
-    generated count, mix); a point in several files (the same model) counts once."""
+    generated count, mix); a point in several files (the same model) counts once. `tags`:
+    one per file, added to the mix of its generated rows (runs of different code)."""
     seen: set[tuple] = set()
     points = []
-    for path in paths:
+    for i, path in enumerate(paths):
         for p in _load(path):
+            if tags and p["generated"]:
+                p["tag"] = tags[i]
             # Abl.1 is the untrained scorer: one point however many runs evaluated it
             key = ("abl1",) if p["size"] == 0 and not p["generated"] else (p["model_id"], p["seed"])
             if key not in seen:
@@ -342,9 +346,14 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="also the model on every question")
     ap.add_argument("--all-max", type=int, default=2000)
     ap.add_argument("--table", metavar="JSONL", nargs="+", help="print the table of results files")
+    ap.add_argument(
+        "--tags", nargs="+", help="with --table: a word per file, shown in its generated rows' mix"
+    )
     a = ap.parse_args()
     if a.table:
-        print(table(*map(Path, a.table)))
+        if a.tags and len(a.tags) != len(a.table):
+            ap.error(f"--tags needs one tag per --table file ({len(a.table)}), got {len(a.tags)}")
+        print(table(*map(Path, a.table), tags=a.tags))
         return
     run_grid(a)
     print(table(Path(a.out)))
