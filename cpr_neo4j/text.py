@@ -61,12 +61,22 @@ def readable_relation(name: str) -> str:
     return " ".join(" ".join(tail).replace("_", " ").split()) or name
 
 
-def _freebase_type(relation: str) -> str | None:
-    """`tv.regular_tv_appearance.actor` -> `regular tv appearance` (the head's type)."""
+def _freebase_part(relation: str, index: int) -> str | None:
+    """One part of a Freebase name (domain.type.property) as words; None for other names."""
     parts = relation.split(".")
     if len(parts) < 3:
         return None
-    return " ".join(parts[-2].replace("_", " ").split()) or None
+    return " ".join(parts[index].replace("_", " ").split()) or None
+
+
+def _freebase_type(relation: str) -> str | None:
+    """`tv.regular_tv_appearance.actor` -> `regular tv appearance` (the head's type)."""
+    return _freebase_part(relation, -2)
+
+
+def freebase_property(relation: str) -> str | None:
+    """`people.person.place_of_birth` -> `place of birth`; None for a non-Freebase name."""
+    return _freebase_part(relation, -1)
 
 
 def cvt_label(into: tuple[str, bool] | None, out: tuple[str, bool] | None) -> str:

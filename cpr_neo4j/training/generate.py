@@ -31,7 +31,7 @@ from cpr_neo4j.linking.named import mask_named
 from cpr_neo4j.loaders.base import GENERATED_SPLIT
 from cpr_neo4j.model.encoder import relation_words
 from cpr_neo4j.search.base import RelPath, Step
-from cpr_neo4j.text import is_mid, readable_relation
+from cpr_neo4j.text import freebase_property, is_mid, readable_relation
 from cpr_neo4j.training.questions import Question
 
 PREFIX = "gen:"  # every generated question id starts with it
@@ -110,10 +110,8 @@ def question_words(relation: str, relation_text: Mapping[str, str]) -> str:
     the type is what its topic already is. Chosen on webqsp-names's inner dev split
     (docs/method.md, "Wording generated questions from Freebase names")."""
     words = relation_words(relation, relation_text)
-    parts = relation.split(".")
-    if len(parts) >= 3 and words == readable_relation(relation):
-        return " ".join(parts[-1].replace("_", " ").split()) or words
-    return words
+    prop = freebase_property(relation)
+    return prop if prop and words == readable_relation(relation) else words
 
 
 def word(
