@@ -231,12 +231,17 @@ def _count(gen: int, pts: list[dict]) -> str:
     return f"fill ({', '.join(map(str, made))} made)"
 
 
+def _abl1(p: dict) -> bool:
+    """The point of Abl.1, the untrained scorer (no real, no generated question)."""
+    return p["size"] == 0 and not p["generated"]
+
+
 def _mix(p: dict, epochs: int) -> str:
     """How a point mixed generated with real questions, beyond the count ("" = as collected),
     and its epochs where they differ from the table's (`epochs`)."""
     s = p["settings"]
     parts: list[str] = []
-    if p["size"] == 0 and not p["generated"]:  # Abl.1: nothing trained
+    if _abl1(p):  # nothing trained
         return ""
     if p["generated"]:
         parts += [f"real pairs ≥ {s['real_share']}"] if s.get("real_share") else []
@@ -258,7 +263,7 @@ def table(*paths: Path, tags: list[str] | None = None) -> str:
             if tags and p["generated"]:
                 p["tag"] = tags[i]
             # Abl.1 is the untrained scorer: one point however many runs evaluated it
-            key = ("abl1",) if p["size"] == 0 and not p["generated"] else (p["model_id"], p["seed"])
+            key = ("abl1",) if _abl1(p) else (p["model_id"], p["seed"])
             if key not in seen:
                 seen.add(key)
                 points.append(p)
