@@ -32,6 +32,12 @@ seeds run (and their count), min-max in brackets.
 `--real-share S` repeats the real questions' pairs to at least S of the training pairs;
 `--anchor-real` keeps the anchor term (the shared cost scale) to real questions' pairs;
 `--llm-url` paraphrases the generated questions (experiments/paraphrase_check.py first).
+`--pick kmeans` labels the questions nearest the centres of a seeded k-means (k = size) of
+the pool's masked questions instead of a random draw; `--pick cover` the first `size` of a
+greedy facility-location order (training/labels.covering_order) over a seeded log of
+`--pick-pool` questions. Calibration and inner dev questions stay random either way.
+`--members K` trains an ensemble of K nets; `--word-dropout S` trains S of the real
+questions' pairs with words dropped from the question.
 """
 
 from __future__ import annotations
@@ -151,6 +157,8 @@ def run_grid(a) -> None:
                     seed=seed,
                     real_share=a.real_share,
                     anchor_generated=not a.anchor_real,
+                    members=a.members,
+                    word_dropout=a.word_dropout,
                     llm_url=a.llm_url,
                     llm_model=a.llm_model,
                 )
@@ -173,6 +181,10 @@ def run_grid(a) -> None:
                     "dev": a.dev,
                     "real_share": a.real_share,
                     "anchor_real": a.anchor_real,
+                    "members": a.members,
+                    "word_dropout": a.word_dropout,
+                    "pick": a.pick,
+                    "pick_pool": a.pick_pool if a.pick == "cover" else None,
                     "llm_model": a.llm_model if a.llm_url else None,
                 },  # fmt: skip
                 **ev,
@@ -185,7 +197,13 @@ def run_grid(a) -> None:
         a._abl1_model = None
         for seed in seeds:  # one whole table per seed first: a cut-short run stays balanced
             for size in sizes:
-                ids = sorted(random.Random(seed).sample(rest, size))
+                if a.pick == "cover":  # a user's log of --pick-pool questions, drawn by seed
+                    log = sorted(random.Random(seed).sample(rest, min(a.pick_pool, len(rest))))
+                    ids = _cover_pick(store, a.dataset, split, log, size)
+                elif a.pick == "kmeans":
+                    ids = _kmeans_pick(store, a.dataset, split, rest, size, seed)
+                else:
+                    ids = sorted(random.Random(seed).sample(rest, size))
                 for generated in (0, a.generated) if size else (a.generated,):
                     point(size, generated, seed, ids, max(size, 1))
                 if size == max(sizes) and seed == seeds[0] and a._abl1_model is None:
@@ -195,6 +213,50 @@ def run_grid(a) -> None:
         if a.all:  # one model a seed, as every other row (its sample and training's seed)
             for seed in seeds:
                 point("all", 0, seed, rest, a.all_max)
+
+
+def _cover_pick(store, dataset, split, pool, size) -> list[str]:
+    """The first `size` questions of `pool` in `cpr label`'s training order
+    (training/labels.covering_order on the masked questions' embeddings)."""
+    from cpr_neo4j.model.encoder import TextEncoder
+    from cpr_neo4j.training import questions as qsel
+    from cpr_neo4j.training.labels import covering_order
+
+    qs = qsel.load(store, dataset, split, None, set(pool))
+    order = covering_order(TextEncoder().encode([q.masked for q in qs]), size)
+    return sorted(qs[i].id for i in order)
+
+
+def _kmeans_pick(store, dataset, split, pool, size, seed) -> list[str]:
+    """`size` questions of `pool` to label: the one nearest each centre of a seeded k-means
+    (k = size) of the masked questions' embeddings, so the labels cover the kinds of
+    question asked."""
+    import numpy as np
+
+    from cpr_neo4j.model.encoder import TextEncoder
+    from cpr_neo4j.training import questions as qsel
+
+    if not size:
+        return []
+    qs = [q for q in qsel.load(store, dataset, split, None, set(pool))]
+    x = TextEncoder().encode([q.masked for q in qs])
+    rng = np.random.default_rng(seed)
+    centres = x[[int(rng.integers(len(x)))]]
+    while len(centres) < size:  # k-means++ seeding
+        d = np.clip(2 - 2 * np.max(x @ centres.T, axis=1), 0, None)  # unit vectors
+        centres = np.vstack([centres, x[rng.choice(len(x), p=d / d.sum())]])
+    for _ in range(20):
+        near = np.argmax(x @ centres.T, axis=1)
+        centres = np.stack([x[near == k].mean(0) if (near == k).any() else centres[k]
+                            for k in range(size)])  # fmt: skip
+    chosen: list[int] = []
+    sims = x @ centres.T
+    for k in range(size):
+        for i in np.argsort(-sims[:, k]):
+            if int(i) not in chosen:
+                chosen.append(int(i))
+                break
+    return sorted(qs[i].id for i in chosen)
 
 
 def _latest(out: Path, size: int, generated: int, seed: int) -> str | None:
@@ -348,6 +410,10 @@ def main() -> None:
     )
     ap.add_argument("--llm-url", help="paraphrase generated questions through this server")
     ap.add_argument("--llm-model", help="the model name the --llm-url server serves")
+    ap.add_argument("--members", type=int, default=1, help="RCVNets in the model's ensemble")
+    ap.add_argument("--word-dropout", type=float, default=0.0)
+    ap.add_argument("--pick", choices=("random", "kmeans", "cover"), default="random")
+    ap.add_argument("--pick-pool", type=int, default=1000, help="--pick cover's question log")
     ap.add_argument("--all", action="store_true", help="also the model on every question")
     ap.add_argument("--all-max", type=int, default=2000)
     ap.add_argument("--table", metavar="JSONL", nargs="+", help="print the table of results files")
