@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +27,12 @@ class RCVConfig:
     hidden: int = 256
     layers: int = 3
     cond_hidden: int = 256
-    # nets trained apart (own seed each), Delta their mean: an ensemble (model.train)
-    members: int = 1
 
     def to_dict(self) -> dict[str, int]:
-        d = asdict(self)
-        if self.members == 1:  # a single net keeps the config (and so the model id) it had
-            del d["members"]
-        return d
-
-    def member(self) -> RCVConfig:
-        return replace(self, members=1)
-
-    @property
-    def pre_width(self) -> int:
-        """Width of the conditioner's first-layer output, every member side by side."""
-        return self.cond_hidden * self.members
+        return asdict(self)
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        """Parameter name -> shape, as torch's nn.Linear stores them (out, in); an ensemble's
-        as its torch module (`members.K.` before each member's names)."""
-        if self.members > 1:
-            one = self.member().shapes()
-            return {f"members.{k}.{n}": s for k in range(self.members) for n, s in one.items()}
+        """Parameter name -> shape, as torch's nn.Linear stores them (out, in)."""
         dims = [self.x_dim] + [self.hidden] * self.layers
         out: dict[str, tuple[int, ...]] = {}
         for i, (a, b) in enumerate(zip(dims, dims[1:], strict=False)):
@@ -117,31 +100,16 @@ class RCVWeights:
 
     # ---- forward ----------------------------------------------------------------------
 
-    @functools.cached_property
-    def members(self) -> tuple[RCVWeights, ...]:
-        """Each member's weights (an ensemble), else this net alone."""
-        n = self.config.members
-        if n == 1:
-            return (self,)
-        one = self.config.member()
-        return tuple(
-            RCVWeights({k: self.params[f"members.{i}.{k}"] for k in one.shapes()}, one)
-            for i in range(n)
-        )
-
     def first_layer_parts(self) -> tuple[ExactMatrix, ExactMatrix, ExactMatrix, np.ndarray]:
         """The conditioner's first layer split by the blocks of c = [q, r, p]: (W_q, W_r, W_p)
-        as (384, pre_width) exact matrices (model.exact) and the bias, so that c W^T + b =
-        q W_q + r W_r + p W_p + b can be cached per question, step and path row. An
-        ensemble's members sit side by side (columns are rounded apart: the same bits)."""
+        as (384, cond_hidden) exact matrices (model.exact) and the bias, so that c W^T + b =
+        q W_q + r W_r + p W_p + b can be cached per question, step and path row."""
         w_q, w_r, w_p = self._parts
-        bias = np.concatenate([m.params["conditioner.0.bias"] for m in self.members])
-        return w_q, w_r, w_p, bias
+        return w_q, w_r, w_p, self.params["conditioner.0.bias"]
 
     @functools.cached_property
     def _parts(self) -> tuple[ExactMatrix, ...]:
-        w = np.concatenate([m.params["conditioner.0.weight"] for m in self.members]).T
-        d = self.config.c_dim // 3
+        w, d = self.params["conditioner.0.weight"].T, self.config.c_dim // 3
         return tuple(ExactMatrix(w[i * d : (i + 1) * d]) for i in range(3))
 
     @functools.cached_property
@@ -150,17 +118,9 @@ class RCVWeights:
         return {k: ExactMatrix(v.T) for k, v in self.params.items() if k.endswith("weight")}
 
     def head(self, x: np.ndarray, pre: np.ndarray) -> np.ndarray:
-        """Delta (n,) from x (n, 3) and the conditioner's first-layer output `pre` (n, pre_width).
+        """Delta (n,) from x (n, 3) and the conditioner's first-layer output `pre` (n, cond).
         Every product is exact up to one rounding (model.exact), so each row's result is the
-        same bits whatever rows come with it, whatever the threads, BLAS kernel or CPU. An
-        ensemble's Delta is its members' mean, summed in member order; `pre` holds theirs
-        side by side."""
-        if self.config.members > 1:
-            width = self.config.cond_hidden
-            total = np.zeros(len(x), dtype=np.float32)
-            for i, m in enumerate(self.members):
-                total += m.head(x, pre[:, i * width : (i + 1) * width])
-            return total / np.float32(len(self.members))
+        same bits whatever rows come with it, whatever the threads, BLAS kernel or CPU."""
         cfg, p, t = self.config, self.params, self._t
         cond = t["conditioner.2.weight"].times(np.maximum(pre, 0)) + p["conditioner.2.bias"]
         film = cond.reshape(len(x), cfg.layers, 2, cfg.hidden)
@@ -172,14 +132,8 @@ class RCVWeights:
 
     def forward(self, x: np.ndarray, c: np.ndarray) -> np.ndarray:
         """x (n, 3), c (n, 1152) -> Delta (n,): the reference path, c in one product."""
-        c = c.astype(np.float32, copy=False)
-        if self.config.members > 1:
-            pre = np.concatenate([m._pre(c) for m in self.members], axis=1)
-            return self.head(x, pre)
-        return self.head(x, self._pre(c))
-
-    def _pre(self, c: np.ndarray) -> np.ndarray:
-        return self._t["conditioner.0.weight"].times(c) + self.params["conditioner.0.bias"]
+        pre = self._t["conditioner.0.weight"].times(c.astype(np.float32, copy=False))
+        return self.head(x, pre + self.params["conditioner.0.bias"])
 
 
 def __getattr__(name: str) -> Any:

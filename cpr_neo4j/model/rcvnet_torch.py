@@ -72,42 +72,6 @@ class RCVNet(nn.Module):
         return self.out(h).squeeze(-1)
 
 
-class RCVEnsemble(nn.Module):
-    """config.members RCVNets, each seeded apart; Delta is their mean. Trained apart: each
-    member's loss is its own (model.train sums them), so members never co-adapt."""
-
-    def __init__(self, config: RCVConfig, seed: int = 0):
-        super().__init__()
-        self.config = config
-        one = config.member()
-        self.members = nn.ModuleList(
-            RCVNet(one, seed=seed + 7919 * k) for k in range(config.members)
-        )
-
-    def each(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        """(n, members): every member's Delta."""
-        return torch.stack([m(x, c) for m in self.members], dim=-1)
-
-    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        return self.each(x, c).mean(-1)
-
-    def to_weights(self) -> RCVWeights:
-        return RCVWeights.from_module(self)
-
-
-def build(config: RCVConfig | None = None, seed: int = 0) -> RCVNet | RCVEnsemble:
-    """A fresh net for `config`: one RCVNet, or an ensemble when config.members > 1 (its
-    first member seeded as the single net would be)."""
-    config = config or RCVConfig()
-    return RCVEnsemble(config, seed) if config.members > 1 else RCVNet(config, seed)
-
-
-def from_weights(weights: RCVWeights) -> RCVNet | RCVEnsemble:
-    net = build(weights.config)
-    net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in weights.params.items()})
-    return net
-
-
 def state_digest(net: nn.Module, digest) -> None:
     """The training side's hash of a state_dict (what RCVWeights.digest_into must equal)."""
     for name, tensor in sorted(net.state_dict().items()):
@@ -166,22 +130,10 @@ class TorchTables:
         x = torch.stack([(q * r).sum(-1), (q * p).sum(-1), t["step_rho"][s_rows]], dim=-1)
         return x, torch.cat([q, r, p], dim=-1)
 
-    def costs(
-        self,
-        net: RCVNet | RCVEnsemble | None,
-        q_rows: torch.Tensor,
-        p_rows: torch.Tensor,
-        each: bool = False,
-    ) -> torch.Tensor:
-        """(n,) costs; each=True: (n, members), every member's own (what training fits)."""
+    def costs(self, net: RCVNet | None, q_rows: torch.Tensor, p_rows: torch.Tensor) -> torch.Tensor:
         x, c = self.features(q_rows, p_rows)
         v_sem = -(x[:, 0] + x[:, 1])
-        if net is None:
-            return v_sem
-        if not each:
-            return v_sem + net(x, c)
-        delta = net.each(x, c) if isinstance(net, RCVEnsemble) else net(x, c)[:, None]
-        return v_sem[:, None] + delta
+        return v_sem if net is None else v_sem + net(x, c)
 
 
 class TorchBackend:
@@ -191,7 +143,7 @@ class TorchBackend:
     def __init__(self, scorer: PathScorer, device: str):
         self.tables = TorchTables(scorer, device)
         weights = scorer.net
-        self.net = None if weights is None else from_weights(weights).to(device).eval()
+        self.net = None if weights is None else RCVNet.from_weights(weights).to(device).eval()
 
     @torch.inference_mode()
     def costs(self, q_rows: np.ndarray, p_rows: np.ndarray, use_net: bool) -> np.ndarray:

@@ -119,7 +119,7 @@ class PathScorer:
         if net is not None and self.backend == "numpy":
             self._proj = {}
             for name, table in (("q", self._q), ("steps", self._steps), ("paths", self._paths)):
-                self._proj[name] = _Rows((net.config.pre_width,), np.float32)
+                self._proj[name] = _Rows((net.config.cond_hidden,), np.float32)
                 self._project(name, table.view)
 
     def _project(self, name: str, rows: np.ndarray) -> None:

@@ -99,13 +99,13 @@ def train_rcvnet(
     import torch
     from torch.nn import functional as F
 
-    from cpr_neo4j.model.rcvnet_torch import TorchTables, build, from_weights
+    from cpr_neo4j.model.rcvnet_torch import RCVNet, TorchTables
 
     device = device or training_device(scorer)
     if scorer.net is None:
-        net = build(config, seed=seed).to(device)
+        net = RCVNet(config, seed=seed).to(device)
     else:
-        net = from_weights(scorer.net).to(device)
+        net = RCVNet.from_weights(scorer.net).to(device)
     started = time.perf_counter()
     acc_before = pairwise_accuracy(scorer, pairs, use_net=False)
     q_np, pos_np, neg_np = pair_rows(scorer, pairs)
@@ -113,7 +113,6 @@ def train_rcvnet(
     q, pos, neg = (torch.from_numpy(a).to(device) for a in (q_np, pos_np, neg_np))
     weight = torch.ones(len(pairs)) if anchored is None else torch.tensor(anchored).float()
     weight = weight.to(device)
-    ensemble = net.config.members > 1
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
     n = len(pairs)
@@ -127,16 +126,12 @@ def train_rcvnet(
             total = 0.0
             for b in range(batches):
                 idx = order[b * batch_size : (b + 1) * batch_size]
-                # an ensemble's costs are (batch, members): each member's loss its own,
-                # summed, so members train apart as single nets would
-                v_pos = tables.costs(net, q[idx], pos[idx], each=ensemble)
-                v_neg = tables.costs(net, q[idx], neg[idx], each=ensemble)
-                w = weight[idx, None] if ensemble else weight[idx]
-                loss = F.softplus(v_pos - v_neg).mean(0)
+                v_pos = tables.costs(net, q[idx], pos[idx])
+                v_neg = tables.costs(net, q[idx], neg[idx])
+                loss = F.softplus(v_pos - v_neg).mean()
                 if anchor:
                     scale = F.softplus(v_pos) + F.softplus(-v_neg)
-                    loss = loss + anchor * (w * scale).mean(0)
-                loss = loss.sum()
+                    loss = loss + anchor * (weight[idx] * scale).mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -35,7 +35,6 @@ from cpr_neo4j.graph.neighbours import DEFAULT_FANOUT_CAP, Neo4jNeighbours, gold
 from cpr_neo4j.graph.store import GraphStore
 from cpr_neo4j.graph.subgraphs import GRAPH, resolve_scope
 from cpr_neo4j.model.encoder import TextEncoder, step_text
-from cpr_neo4j.model.rcvnet import RCVConfig
 from cpr_neo4j.model.scorer import PathScorer
 from cpr_neo4j.model.store import save_scorer
 from cpr_neo4j.model.train import pairwise_accuracy, train_rcvnet
@@ -43,7 +42,6 @@ from cpr_neo4j.search.adjacency_cache import CachedAdjacency
 from cpr_neo4j.search.base import Step
 from cpr_neo4j.search.treeg import Retrieval, retrieve
 from cpr_neo4j.stages.scoring import fit_temperature
-from cpr_neo4j.text import MASK
 from cpr_neo4j.training import labels
 from cpr_neo4j.training import questions as qsel
 from cpr_neo4j.training.generate import MAX_ANSWERS, generate, is_generated, labelled_splits
@@ -82,8 +80,6 @@ class TrainSettings:
     lr: float = 5e-3
     batch_size: int = 256
     anchor: float = 1.0  # shared-scale loss term (model.train); 0 = the paper's loss alone
-    members: int = 1  # RCVNets trained apart, their mean the Delta (model.rcvnet_torch)
-    word_dropout: float = 0.0  # share of real questions' pairs trained on with words dropped
     # CPR's pairs also take TreeG's own wrong candidates and Abl.2's random walks (README,
     # "Method": chosen on the mixed inner dev split)
     retrieval_negatives: bool = True
@@ -126,27 +122,6 @@ def weigh_real(pairs: list[PathPair], share: float | None) -> list[PathPair]:
         return pairs
     times = round(share * made / ((1 - share) * len(real)))
     return pairs + real * max(times - 1, 0)
-
-
-def drop_words(pairs: list[PathPair], share: float, seed: int) -> list[PathPair]:
-    """`share` of the real questions' pairs with their question's words dropped (each word
-    but the mask with probability 1/4, one kept): wordings a few labels never show."""
-    if not share:
-        return pairs
-    import dataclasses
-
-    rng = random.Random(seed)
-    out = []
-    for p in pairs:
-        words = p.masked_question.split()
-        if is_generated(str(p.question_id)) or len(words) < 3 or rng.random() >= share:
-            out.append(p)
-            continue
-        kept = [w for w in words if MASK in w or rng.random() >= 0.25]
-        if not any(MASK not in w for w in kept):
-            kept.append(rng.choice([w for w in words if MASK not in w]))
-        out.append(dataclasses.replace(p, masked_question=" ".join(kept)))
-    return out
 
 
 def generated_count(labelled_training: int) -> int:
@@ -323,7 +298,7 @@ def train(
         records.save_priors(store, s.dataset, priors.to_dict())
 
     scorer = PathScorer(encoder, relation_text, priors.rho_map(), device=s.device)
-    train_pairs = drop_words(weigh_real(fit_pairs, s.real_share), s.word_dropout, s.seed + 11)
+    train_pairs = weigh_real(fit_pairs, s.real_share)
     report = train_rcvnet(
         scorer,
         train_pairs,
@@ -332,7 +307,6 @@ def train(
         batch_size=s.batch_size,
         seed=s.seed,
         anchor=s.anchor,
-        config=RCVConfig(members=s.members),
         progress=False,
         anchored=None
         if s.anchor_generated

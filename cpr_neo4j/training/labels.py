@@ -21,8 +21,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from cpr_neo4j.conformal.guarantee import DEFAULT_DELTA
 from cpr_neo4j.conformal.mondrian import group_floor
 from cpr_neo4j.conformal.threshold import min_questions
@@ -82,22 +80,3 @@ def needs_text(n_cal: int, delta: float = DEFAULT_DELTA, groups: int = 3) -> str
         "More labels first make smaller alphas attainable, then per-hop thresholds, then "
         f"(past {CAL_FLOOR} for calibration) go to training, which makes sets smaller."
     )
-
-
-def covering_order(vectors: np.ndarray, k: int) -> list[int]:
-    """The first `k` questions to label for training, as indices into `vectors` (unit rows,
-    e.g. the masked questions' embeddings): greedy facility location, each pick the question
-    that most raises sum_i max_{j picked} cos(i, j), so that every prefix of the order covers
-    the kinds of question asked as well as a greedy choice can (within 1 - 1/e of the best
-    set of its size). Training questions may be chosen this way; calibration questions may
-    not (they must be a random sample of the questions asked)."""
-    sims = np.asarray(vectors, dtype=np.float32) @ np.asarray(vectors, dtype=np.float32).T
-    best = np.full(len(sims), -1.0, dtype=np.float32)  # cos >= -1: anything is a gain at first
-    order: list[int] = []
-    for _ in range(min(k, len(sims))):
-        gain = np.maximum(sims - best[:, None], 0).sum(axis=0)
-        gain[order] = -1.0
-        j = int(np.argmax(gain))
-        order.append(j)
-        best = np.maximum(best, sims[:, j])
-    return order
