@@ -34,7 +34,9 @@ def label(dataset: str, questions: Path, out: Path, page: int) -> None:
     ones by number (`/TEXT` lists the candidates whose name holds TEXT, with their
     numbers, wherever they rank); type one the graph lacks with `a TEXT` (the question
     then counts as a miss at calibration); or skip it (saved to OUT.skipped; skip only what
-    you cannot judge, not what is hard: skipped questions are not calibrated on). Then:
+    you cannot judge, not what is hard: skipped questions are not calibrated on). Questions
+    come in an order fixed by a hash of their text, so wherever you stop, the labelled ones
+    are a random sample of QUESTIONS, as calibration needs. Then:
 
     \b
         cpr ingest DATASET --questions OUT     # add the labels to the dataset
@@ -47,7 +49,7 @@ def label(dataset: str, questions: Path, out: Path, page: int) -> None:
 
     texts = lab.read_questions(questions)
     done = lab.done_ids(out)
-    todo = [t for t in texts if lab.question_id(t) not in done]
+    todo = lab.labelling_order([t for t in texts if lab.question_id(t) not in done])
     click.echo(
         f"{len(texts)} question(s) in {questions}: {len(texts) - len(todo)} already in "
         f"{out}, {len(todo)} to label"

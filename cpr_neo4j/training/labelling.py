@@ -83,6 +83,14 @@ def read_questions(path: Path) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+def labelling_order(texts: list[str]) -> list[str]:
+    """The order questions are shown in: by a hash of their text (question_id), not the
+    file's. Wherever the person stops, what is labelled is then a uniformly random sample of
+    the file, as calibration needs (a file sorted by date or topic would otherwise calibrate
+    on its first part alone), and a rerun resumes in the same order."""
+    return sorted(texts, key=question_id)
+
+
 def done_ids(out: Path) -> set[str]:
     """Question ids already saved in `out` or its .skipped file (what a rerun skips)."""
     seen: set[str] = set()
