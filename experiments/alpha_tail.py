@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cpr_neo4j.config import Neo4jSettings  # noqa: E402
+from cpr_neo4j.conformal.guarantee import Calibrated  # noqa: E402
 from cpr_neo4j.evaluation import evaluate  # noqa: E402
 from cpr_neo4j.evaluation.eval_tables import INNER_DEV  # noqa: E402
 from cpr_neo4j.graph.store import GraphStore  # noqa: E402
@@ -55,13 +56,9 @@ def calibration_table(store, dataset: str, model_id: str):
 
 
 def nonconformity(t) -> np.ndarray:
-    out = np.full(t.n, np.inf)
-    for i in range(t.n):
-        lo, hi = t.start[i], t.start[i + 1]
-        gold = t.gold[lo:hi]
-        if gold.any():
-            out[i] = float(t.surprisal[lo:hi][gold].min())
-    return out
+    """Each question's score as calibration computes it (conformal/guarantee.py)."""
+    flat = Calibrated.from_flat(t.qidx, t.surprisal.astype(float), t.gold, t.n_gold, t.group, {})
+    return flat.scores
 
 
 def main() -> None:

@@ -229,15 +229,20 @@ def covering_order(vectors, k: int) -> list[int]:
     return order
 
 
-def _cover_pick(store, dataset, split, pool, size) -> list[str]:
-    """The first `size` questions of `pool` in a covering order
-    (covering_order on the masked questions' embeddings)."""
+def _masked_vectors(store, dataset, split, pool) -> tuple[list[str], object]:
+    """The ids of `pool`'s questions and their masked texts' embeddings, in one order."""
     from cpr_neo4j.model.encoder import TextEncoder
     from cpr_neo4j.training import questions as qsel
 
     qs = qsel.load(store, dataset, split, None, set(pool))
-    order = covering_order(TextEncoder().encode([q.masked for q in qs]), size)
-    return sorted(qs[i].id for i in order)
+    return [q.id for q in qs], TextEncoder().encode([q.masked for q in qs])
+
+
+def _cover_pick(store, dataset, split, pool, size) -> list[str]:
+    """The first `size` questions of `pool` in a covering order
+    (covering_order on the masked questions' embeddings)."""
+    ids, x = _masked_vectors(store, dataset, split, pool)
+    return sorted(ids[i] for i in covering_order(x, size))
 
 
 def _kmeans_pick(store, dataset, split, pool, size, seed) -> list[str]:
@@ -246,13 +251,9 @@ def _kmeans_pick(store, dataset, split, pool, size, seed) -> list[str]:
     question asked."""
     import numpy as np
 
-    from cpr_neo4j.model.encoder import TextEncoder
-    from cpr_neo4j.training import questions as qsel
-
     if not size:
         return []
-    qs = [q for q in qsel.load(store, dataset, split, None, set(pool))]
-    x = TextEncoder().encode([q.masked for q in qs])
+    ids, x = _masked_vectors(store, dataset, split, pool)
     rng = np.random.default_rng(seed)
     centres = x[[int(rng.integers(len(x)))]]
     while len(centres) < size:  # k-means++ seeding
@@ -269,7 +270,7 @@ def _kmeans_pick(store, dataset, split, pool, size, seed) -> list[str]:
             if int(i) not in chosen:
                 chosen.append(int(i))
                 break
-    return sorted(qs[i].id for i in chosen)
+    return sorted(ids[i] for i in chosen)
 
 
 def _latest(out: Path, size: int, generated: int, seed: int) -> str | None:
