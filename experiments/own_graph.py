@@ -307,8 +307,11 @@ def label_in_tmux(t: Transcript, src: Source, asked) -> list[Labelled]:
     sample = ""
     began = replied = time.perf_counter()
     term.send(f"env {exports} {shlex.quote(sys.executable)} -m cpr_neo4j {shlex.join(args)}")
+    # `cpr label` shows the questions in its own order (a hash of their text), so the
+    # person reads each question off the screen and knows its gold answers by its text
+    known = {q: (hops, gold) for q, hops, gold in asked}
     try:
-        for k, (question, hops, gold) in enumerate(asked, 1):
+        for k in range(1, n + 1):
             header = f"[{k}/{n}] "
 
             def at_prompt(screen: str, header=header) -> bool:
@@ -321,6 +324,8 @@ def label_in_tmux(t: Transcript, src: Source, asked) -> list[Labelled]:
                 visible = term.visible().rstrip()
                 sample = visible[visible.rindex(header) :] if header in visible else visible
             block = block_of(screen, header)
+            question = block[len(header) :].splitlines()[0].strip()
+            hops, gold = known[question]
             total = int(re.search(r"(\d+) candidate answer", block).group(1))
             numbers = shown_numbers(block)
             pages = 1
