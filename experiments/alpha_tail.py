@@ -31,28 +31,13 @@ from cpr_neo4j.model.store import read_config  # noqa: E402
 from cpr_neo4j.training import questions as qsel  # noqa: E402
 
 
-class _Tables(Exception):
-    """Carries the calibration tables out of evaluate.run before any threshold is set."""
-
-
 def calibration_table(store, dataset: str, model_id: str):
-    def capture(cal_t, test_t, *args, **kwargs):
-        raise _Tables(cal_t["CPR"])
-
     s = evaluate.EvalSettings(
         dataset, alphas=(0.1,), methods=("cpr",), model_id=model_id, split=INNER_DEV,
         max_questions=600, hop_level=False, variants=False, boot=0, draws=1,
         linking="text", seed=0, workers=1,
     )  # fmt: skip
-    real = evaluate.deployed
-    evaluate.deployed = capture
-    try:
-        evaluate.run(store, s, say=lambda m: None)
-    except _Tables as done:
-        return done.args[0]
-    finally:
-        evaluate.deployed = real
-    raise RuntimeError("evaluation ended without its tables")
+    return evaluate.searched(store, s, say=lambda m: None).cal["CPR"]
 
 
 def nonconformity(t) -> np.ndarray:

@@ -33,28 +33,13 @@ from cpr_neo4j.graph.store import GraphStore  # noqa: E402
 ALPHAS = (0.05, 0.1, 0.3, 0.5)
 
 
-class _Tables(Exception):
-    """Carries the tables (and the default variant) out of evaluate.run."""
-
-
-def tables(store, dataset: str, model_id: str, max_questions: int):
-    def capture(cal_t, test_t, variants, alphas, population, *args, **kwargs):
-        raise _Tables(cal_t, test_t, variants[0], population)
-
+def tables(store, dataset: str, model_id: str, max_questions: int) -> evaluate.Searched:
     s = evaluate.EvalSettings(
         dataset, alphas=ALPHAS, methods=("cpr",), model_id=model_id, split=INNER_DEV,
         max_questions=max_questions, hop_level=False, variants=False, boot=0, draws=1,
         linking="text", seed=0, workers=1,
     )  # fmt: skip
-    real = evaluate.deployed
-    evaluate.deployed = capture
-    try:
-        evaluate.run(store, s, say=lambda m: None)
-    except _Tables as done:
-        return done.args
-    finally:
-        evaluate.deployed = real
-    raise RuntimeError("evaluation ended without its tables")
+    return evaluate.searched(store, s, say=lambda m: None)
 
 
 def families(default: Variant) -> list[Variant]:
@@ -72,8 +57,8 @@ def families(default: Variant) -> list[Variant]:
 
 
 def measure(store, dataset: str, model_id: str, max_questions: int) -> list[dict]:
-    cal_t, test_t, default, population = tables(store, dataset, model_id, max_questions)
-    res = deployed(cal_t, test_t, families(default), ALPHAS, population, boot=20, draws=1)
+    x = tables(store, dataset, model_id, max_questions)
+    res = deployed(x.cal, x.test, families(x.variants[0]), ALPHAS, x.population, boot=20, draws=1)
     return [
         {
             "model_id": model_id,

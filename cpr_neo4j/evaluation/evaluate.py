@@ -27,6 +27,7 @@ from cpr_neo4j.evaluation.deployed import DeployedResults, Row, Variant, deploye
 from cpr_neo4j.evaluation.diagnostics import cluster_bootstrap
 from cpr_neo4j.evaluation.hoplevel import run_hop_level
 from cpr_neo4j.evaluation.report import write_report
+from cpr_neo4j.evaluation.table import CandidateTable
 from cpr_neo4j.graph import fingerprint, records
 from cpr_neo4j.graph.neighbours import Neo4jNeighbours
 from cpr_neo4j.graph.store import GraphStore
@@ -135,13 +136,33 @@ def _scorer(store, method: str, meta: dict, say) -> tuple[PathScorer, str]:
     return load_scorer(model_id, encoder), model_id
 
 
-def run(
+@dataclass(kw_only=True)  # built by keyword: many fields
+class Searched:
+    """Every method's candidate tables for the calibration and test questions, before any
+    threshold: what `run` calibrates and measures (experiments read them here too)."""
+
+    model_id: str
+    meta: dict
+    cal_qs: list[Question]
+    test_qs: list[Question]
+    scope: str
+    settings: RetrievalSettings
+    cal: dict[str, CandidateTable]  # method name -> table
+    test: dict[str, CandidateTable]
+    variants: list[Variant]  # what `run` reports, CPR as it ships first
+    population: dict
+    hints: dict[str, str]
+    used: dict[str, str]  # method name -> the model id that scored it
+    notes: list[str]
+
+
+def searched(
     store: GraphStore,
     s: EvalSettings,
     say: Callable[[str], None] = print,
     progress: Progress | None = None,
-    out_dir: str | Path | None = None,
-) -> EvalOutput:
+) -> Searched:
+    """Search and score both question sets with every method of `s`."""
     model_id = resolve_model(store, s.dataset, s.model_id, s.hops or records.ALL_HOPS)
     meta = {**read_config(model_id)["meta"], "model_id": model_id}
     cal_qs, test_qs, notes = et.question_sets(
@@ -186,24 +207,48 @@ def run(
             table.subset(range(len(cal_qs))),
             table.subset(range(len(cal_qs), len(everyone))),
         )
-    variants = _variants(s, specs)
     hop_counts = sorted({q.hops for q in cal_qs if q.hops is not None})
-    population = {"n": len(cal_qs), "dataset": s.dataset, "hop_counts": hop_counts}
-    hints = {m: s.hint_mode for m in cal_t}
-    headline = deployed(cal_t, test_t, variants, s.alphas, population, s.boot, s.seed, s.draws,
-                        hints)  # fmt: skip
-    if s.hop_level and "cpr" in s.methods:
-        _hop_level_rows(store, s, headline, cal_qs, test_qs, meta, step, notes, settings)
-    setting = (
-        f"model {model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
-        f"H = {meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}, "
-        f"scope: {scope}; models per method: " + ", ".join(f"{m} = {i}" for m, i in used.items())
+    return Searched(
+        model_id=model_id,
+        meta=meta,
+        cal_qs=cal_qs,
+        test_qs=test_qs,
+        scope=scope,
+        settings=settings,
+        cal=cal_t,
+        test=test_t,
+        variants=_variants(s, specs),
+        population={"n": len(cal_qs), "dataset": s.dataset, "hop_counts": hop_counts},
+        hints={m: s.hint_mode for m in cal_t},
+        used=used,
+        notes=notes,
     )
-    headline.notes = [*s.notes, *notes, setting, *headline.notes]
+
+
+def run(
+    store: GraphStore,
+    s: EvalSettings,
+    say: Callable[[str], None] = print,
+    progress: Progress | None = None,
+    out_dir: str | Path | None = None,
+) -> EvalOutput:
+    x = searched(store, s, say, progress)
+    headline = deployed(x.cal, x.test, x.variants, s.alphas, x.population, s.boot, s.seed,
+                        s.draws, x.hints)  # fmt: skip
+    step = progress or (lambda name, n: lambda: None)
+    if s.hop_level and "cpr" in s.methods:
+        _hop_level_rows(store, s, headline, x.cal_qs, x.test_qs, x.meta, step, x.notes, x.settings)
+    setting = (
+        f"model {x.model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
+        f"H = {x.meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}, "
+        f"scope: {x.scope}; models per method: "
+        + ", ".join(f"{m} = {i}" for m, i in x.used.items())
+    )
+    headline.notes = [*s.notes, *x.notes, setting, *headline.notes]
     split = s.split + (f"-{s.hops}hop" if s.hops else "-all")
-    out = Path(out_dir) if out_dir else results_dir(s.dataset, model_id, split)
+    out = Path(out_dir) if out_dir else results_dir(s.dataset, x.model_id, split)
     files = write_report(headline, out, title=f"{s.dataset} {split}")
-    return EvalOutput(deployed=headline, model_id=model_id, models=used, files=files)
+    return EvalOutput(deployed=headline, model_id=x.model_id, models=x.used, files=files)
 
 
 def _fit_only(meta: dict) -> dict:
