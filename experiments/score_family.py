@@ -58,6 +58,7 @@ def families(default: Variant) -> list[Variant]:
 
 def measure(store, dataset: str, model_id: str, max_questions: int) -> list[dict]:
     x = tables(store, dataset, model_id, max_questions)
+    # boot only sizes the ECR intervals, which are not recorded here (0 is refused)
     res = deployed(x.cal, x.test, families(x.variants[0]), ALPHAS, x.population, boot=20, draws=1)
     return [
         {

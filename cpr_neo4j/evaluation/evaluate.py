@@ -145,13 +145,11 @@ class Searched:
     meta: dict
     cal_qs: list[Question]
     test_qs: list[Question]
-    scope: str
-    settings: RetrievalSettings
+    settings: RetrievalSettings  # its scope is the one searched
     cal: dict[str, CandidateTable]  # method name -> table
     test: dict[str, CandidateTable]
     variants: list[Variant]  # what `run` reports, CPR as it ships first
     population: dict
-    hints: dict[str, str]
     used: dict[str, str]  # method name -> the model id that scored it
     notes: list[str]
 
@@ -213,13 +211,11 @@ def searched(
         meta=meta,
         cal_qs=cal_qs,
         test_qs=test_qs,
-        scope=scope,
         settings=settings,
         cal=cal_t,
         test=test_t,
         variants=_variants(s, specs),
         population={"n": len(cal_qs), "dataset": s.dataset, "hop_counts": hop_counts},
-        hints={m: s.hint_mode for m in cal_t},
         used=used,
         notes=notes,
     )
@@ -233,15 +229,16 @@ def run(
     out_dir: str | Path | None = None,
 ) -> EvalOutput:
     x = searched(store, s, say, progress)
+    hints = {m: s.hint_mode for m in x.cal}
     headline = deployed(x.cal, x.test, x.variants, s.alphas, x.population, s.boot, s.seed,
-                        s.draws, x.hints)  # fmt: skip
+                        s.draws, hints)  # fmt: skip
     step = progress or (lambda name, n: lambda: None)
     if s.hop_level and "cpr" in s.methods:
         _hop_level_rows(store, s, headline, x.cal_qs, x.test_qs, x.meta, step, x.notes, x.settings)
     setting = (
         f"model {x.model_id} ({'every hop count' if not s.hops else f'{s.hops}-hop questions'}), "
         f"H = {x.meta['hops']}, B = {s.beam_width}, A = {s.active}, hints: {s.hint_mode}, "
-        f"scope: {x.scope}; models per method: "
+        f"scope: {x.settings.scope}; models per method: "
         + ", ".join(f"{m} = {i}" for m, i in x.used.items())
     )
     headline.notes = [*s.notes, *x.notes, setting, *headline.notes]
